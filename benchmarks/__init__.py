@@ -1,0 +1,1 @@
+"""Benchmarks: capsnotes against a straightforward CapsNet, timed side by side."""

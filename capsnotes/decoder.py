@@ -1,0 +1,57 @@
+"""The reconstruction decoder (Sabour et al. 2017, §4.1, Fig. 2).
+
+Only one digit capsule reaches the decoder: during training the capsule of the true
+label, at test time the capsule of the prediction. The others are set to zero, so the
+decoder must rebuild the image from the 16 numbers of a single capsule — which forces
+those numbers to describe the digit's pose, thickness and style.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from torch import Tensor, nn
+
+__all__ = ["Decoder", "mask_capsules"]
+
+
+def mask_capsules(capsules: Tensor, classes: Tensor) -> Tensor:
+    """Keep the capsule of ``classes[b]`` in each example, zero the rest, and flatten.
+
+    Args:
+        capsules: ``[B, num_classes, dim]``.
+        classes: integer tensor ``[B]`` with values in ``[0, num_classes)``.
+
+    Returns:
+        ``[B, num_classes * dim]``.
+    """
+    num_classes = capsules.shape[1]
+    keep = nn.functional.one_hot(classes, num_classes).to(capsules.dtype)  # [B, classes]
+    return (capsules * keep.unsqueeze(-1)).flatten(1)
+
+
+class Decoder(nn.Module):
+    """Three fully connected layers from the masked capsules to the pixels.
+
+    ``[B, num_classes * capsule_dim]`` → ``[B, output_size]`` in ``[0, 1]``; the paper's
+    sizes are 160 → 512 → 1024 → 784 with ReLU, ReLU, sigmoid.
+    """
+
+    def __init__(
+        self,
+        num_classes: int = 10,
+        capsule_dim: int = 16,
+        output_size: int = 784,
+        hidden: Sequence[int] = (512, 1024),
+    ) -> None:
+        super().__init__()
+        sizes = [num_classes * capsule_dim, *hidden]
+        layers: list[nn.Module] = []
+        for fan_in, fan_out in zip(sizes[:-1], sizes[1:], strict=True):
+            layers += [nn.Linear(fan_in, fan_out), nn.ReLU(inplace=True)]
+        layers += [nn.Linear(sizes[-1], output_size), nn.Sigmoid()]
+        self.layers = nn.Sequential(*layers)
+
+    def forward(self, capsules: Tensor, classes: Tensor) -> Tensor:
+        """``capsules`` ``[B, num_classes, dim]``, ``classes`` ``[B]`` → ``[B, output_size]``."""
+        return self.layers(mask_capsules(capsules, classes))

@@ -1,0 +1,225 @@
+"""Fast paths: separate, tested variants that compute what the reference modules compute.
+
+The chapters teach ``nn.Conv2d`` and :func:`capsnotes.dynamic_routing`; this module holds
+the faster equivalents the trainer switches to, each tested against the reference
+(``tests/test_fast.py``):
+
+* :class:`MatmulConv2d` — on a CPU, a training step of CapsNet is dominated by the 9×9
+  stride-2 primary-capsule convolution, and oneDNN's backward kernels for it run far
+  below the machine's matrix-multiply rate. Lowering the convolution to ``im2col`` plus
+  one matrix product per pass (forward, weight gradient, input gradient) runs all three
+  at that rate.
+* :func:`retain_freed_memory` — glibc hands every freed block above 32 MiB back to the
+  kernel, so each training step page-faults and zeroes its large tensors again.
+  Keeping freed memory in the process for reuse removes that cost.
+* :func:`accelerate` — applies what helps on the given device.
+
+Measured effects are in the Performance chapter and ``benchmarks/``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import sys
+from collections.abc import Iterator
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+__all__ = [
+    "MatmulConv2d",
+    "accelerate",
+    "conv2d_as_matmul",
+    "patches",
+    "retain_freed_memory",
+]
+
+
+def patches(x: Tensor, kernel_size: int, stride: int) -> Tensor:
+    """``im2col`` for a channels-last image: ``x`` ``[B, H, W, C]`` (contiguous) →
+    ``[B * H' * W', kernel_size² * C]``, one row per output position, ordered
+    ``(row, column, channel)`` within the window.
+
+    For a fixed output row and kernel row, the window's ``kernel_size × C`` values at
+    every output column are contiguous in ``x``; copying those strips one (output row,
+    kernel row) pair at a time is several times faster than one big strided copy.
+    """
+    batch, height, width, channels = x.shape
+    out_h = (height - kernel_size) // stride + 1
+    out_w = (width - kernel_size) // stride + 1
+    s_batch, s_row, s_col, s_chan = x.stride()
+    if (channels > 1 and s_chan != 1) or s_col != channels:
+        raise ValueError("patches() needs a contiguous [B, H, W, C] tensor")
+    out = x.new_empty(batch, out_h, out_w, kernel_size, kernel_size * channels)
+    for row in range(out_h):
+        for k_row in range(kernel_size):
+            strip = x.as_strided(
+                (batch, out_w, kernel_size * channels),
+                (s_batch, stride * s_col, 1),
+                x.storage_offset() + (stride * row + k_row) * s_row,
+            )
+            out[:, row, :, k_row] = strip
+    return out.view(batch * out_h * out_w, kernel_size * kernel_size * channels)
+
+
+class _ConvAsMatmul(torch.autograd.Function):
+    """Unpadded, undilated 2-D convolution as im2col + matrix products."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None, stride: int) -> Tensor:  # noqa: ANN001
+        batch, _, height, width = x.shape
+        out_channels, in_channels, kernel_size, _ = weight.shape
+        out_h = (height - kernel_size) // stride + 1
+        out_w = (width - kernel_size) // stride + 1
+        cols = patches(x.permute(0, 2, 3, 1).contiguous(), kernel_size, stride)
+        # weight as [out, (row, column, channel)], matching the order of the columns
+        matrix = weight.permute(0, 2, 3, 1).reshape(out_channels, -1)
+        out = cols @ matrix.t() if bias is None else torch.addmm(bias, cols, matrix.t())
+        ctx.save_for_backward(cols, matrix)
+        ctx.geometry = (batch, in_channels, height, width, kernel_size, stride, out_h, out_w)
+        ctx.has_bias = bias is not None
+        # [B*H'*W', out] is channels-last memory; return it as a logical NCHW view.
+        return out.view(batch, out_h, out_w, out_channels).permute(0, 3, 1, 2)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):  # noqa: ANN001, ANN205
+        cols, matrix = ctx.saved_tensors
+        batch, in_channels, height, width, k, stride, out_h, out_w = ctx.geometry
+        out_channels = matrix.shape[0]
+        grad_rows = grad.permute(0, 2, 3, 1).reshape(-1, out_channels)  # [B*H'*W', out]
+        grad_x = grad_weight = grad_bias = None
+        if ctx.needs_input_grad[1]:
+            grad_weight = (grad_rows.t() @ cols).view(out_channels, k, k, in_channels)
+            grad_weight = grad_weight.permute(0, 3, 1, 2)
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            grad_bias = grad_rows.sum(dim=0)
+        if ctx.needs_input_grad[0]:
+            # col2im: every window position adds its gradient back onto the pixel it read.
+            # One kernel row at a time, so the [B*H'*W', k*C] block stays in cache.
+            grad_nhwc = grad_rows.new_zeros(batch, height, width, in_channels)
+            span_h, span_w = stride * (out_h - 1) + 1, stride * (out_w - 1) + 1
+            row_block = k * in_channels
+            for k_row in range(k):
+                block = grad_rows @ matrix[:, k_row * row_block : (k_row + 1) * row_block]
+                block = block.view(batch, out_h, out_w, k, in_channels)
+                for k_col in range(k):
+                    grad_nhwc[
+                        :, k_row : k_row + span_h : stride, k_col : k_col + span_w : stride
+                    ] += block[:, :, :, k_col]
+            grad_x = grad_nhwc.permute(0, 3, 1, 2)
+        return grad_x, grad_weight, grad_bias, None
+
+
+def conv2d_as_matmul(
+    x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: int = 1
+) -> Tensor:
+    """``F.conv2d(x, weight, bias, stride)`` (no padding, dilation or groups), computed
+    as im2col and matrix products in forward and backward.
+
+    ``x`` ``[B, C, H, W]``, ``weight`` ``[O, C, k, k]`` → ``[B, O, H', W']`` (a
+    channels-last tensor).
+    """
+    if weight.shape[2] != weight.shape[3]:
+        raise ValueError(f"square kernels only, got {tuple(weight.shape[2:])}")
+    return _ConvAsMatmul.apply(x, weight, bias, stride)
+
+
+def _matmul_conv_supports(conv: nn.Conv2d) -> bool:
+    return (
+        conv.padding in ((0, 0), "valid")
+        and conv.dilation == (1, 1)
+        and conv.groups == 1
+        and conv.stride[0] == conv.stride[1]
+        and conv.kernel_size[0] == conv.kernel_size[1]
+        and conv.padding_mode == "zeros"
+    )
+
+
+class MatmulConv2d(nn.Conv2d):
+    """An ``nn.Conv2d`` (same parameters, same ``state_dict``) that trains through
+    :func:`conv2d_as_matmul`. Without gradients it uses the native convolution, which is
+    as fast forward and needs no im2col buffer."""
+
+    def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
+        super().__init__(*args, **kwargs)
+        self._check_supported()
+
+    def _check_supported(self) -> None:
+        if not _matmul_conv_supports(self):
+            raise ValueError(
+                "MatmulConv2d supports square, unpadded, undilated, ungrouped convolutions"
+            )
+
+    @classmethod
+    def from_conv(cls, conv: nn.Conv2d) -> MatmulConv2d:
+        """A ``MatmulConv2d`` sharing ``conv``'s parameters."""
+        new = cls.__new__(cls)
+        new.__dict__.update(conv.__dict__)
+        new._check_supported()
+        return new
+
+    def forward(self, x: Tensor) -> Tensor:
+        if torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad):
+            return conv2d_as_matmul(x, self.weight, self.bias, self.stride[0])
+        return F.conv2d(x, self.weight, self.bias, self.stride)
+
+
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+_GLIBC_DEFAULT_THRESHOLD = 128 * 1024
+
+
+def _libc() -> ctypes.CDLL | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name or "libc.so.6")
+        libc.mallopt  # noqa: B018 - glibc only; musl has no mallopt
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
+@contextlib.contextmanager
+def retain_freed_memory(limit_bytes: int = 1 << 30) -> Iterator[bool]:
+    """Within the block, let glibc keep freed blocks of up to ``limit_bytes`` for reuse
+    instead of returning them to the kernel (which must page-fault and zero them again
+    on the next step). Yields whether the setting took effect (glibc on Linux only);
+    restores glibc's defaults on exit."""
+    libc = _libc()
+    applied = bool(
+        libc
+        and libc.mallopt(_M_MMAP_THRESHOLD, limit_bytes)
+        and libc.mallopt(_M_TRIM_THRESHOLD, 2 * limit_bytes)
+    )
+    try:
+        yield applied
+    finally:
+        if applied:
+            libc.mallopt(_M_MMAP_THRESHOLD, _GLIBC_DEFAULT_THRESHOLD)
+            libc.mallopt(_M_TRIM_THRESHOLD, _GLIBC_DEFAULT_THRESHOLD)
+            libc.malloc_trim(0)
+
+
+def accelerate(model: nn.Module, device: torch.device | str) -> nn.Module:
+    """Switch ``model`` (in place) to the fastest tested variants for ``device``.
+
+    * CPU: every eligible ``nn.Conv2d`` becomes a :class:`MatmulConv2d`.
+    * CUDA: parameters in channels-last memory, which cuDNN prefers with bf16.
+
+    The parameters, their names and the outputs stay the same.
+    """
+    device = torch.device(device)
+    if device.type == "cpu":
+        for module in list(model.modules()):
+            for name, child in list(module.named_children()):
+                # padded, dilated or grouped convolutions keep the native kernel
+                if type(child) is nn.Conv2d and _matmul_conv_supports(child):
+                    setattr(module, name, MatmulConv2d.from_conv(child))
+    elif device.type == "cuda":
+        model.to(memory_format=torch.channels_last)
+    return model

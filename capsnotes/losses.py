@@ -1,0 +1,89 @@
+"""The two training losses: margin loss (eq. 4) and reconstruction loss (§4.1)."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+__all__ = ["margin_loss", "reconstruction_loss", "class_presence"]
+
+
+def class_presence(target: Tensor, num_classes: int, dtype: torch.dtype) -> Tensor:
+    """``T_k``: 1 where class ``k`` is present, as ``[B, num_classes]`` of ``dtype``.
+
+    ``target`` is either class indices ``[B]`` (one class per image) or already a
+    presence matrix ``[B, num_classes]`` (several classes per image, as in MultiMNIST).
+    """
+    if not torch.is_tensor(target):
+        raise TypeError(f"target must be a torch.Tensor, got {type(target).__name__}")
+    if target.dim() == 1:
+        if target.dtype.is_floating_point or target.dtype == torch.bool:
+            raise TypeError(f"class indices must be an integer tensor, got {target.dtype}")
+        return torch.nn.functional.one_hot(target.long(), num_classes).to(dtype)
+    if target.dim() == 2 and target.shape[1] == num_classes:
+        return target.to(dtype)
+    raise ValueError(
+        f"target must be class indices [batch] or presence [batch, {num_classes}], "
+        f"got shape {tuple(target.shape)}"
+    )
+
+
+def margin_loss(
+    v: Tensor,
+    target: Tensor,
+    m_pos: float = 0.9,
+    m_neg: float = 0.1,
+    lam: float = 0.5,
+) -> Tensor:
+    r"""Margin loss of eq. 4, summed over classes and averaged over the batch.
+
+    .. math:: L_k = T_k \max(0, m^+ - \lVert v_k\rVert)^2
+              + \lambda (1 - T_k) \max(0, \lVert v_k\rVert - m^-)^2
+
+    Args:
+        v: class capsules ``[B, num_classes, dim]``.
+        target: class indices ``[B]`` or presence ``[B, num_classes]``.
+        m_pos, m_neg: a present class should be longer than ``m_pos``, an absent one
+            shorter than ``m_neg``.
+        lam: down-weights absent classes, so that early in training the lengths of all
+            capsules are not pushed to zero.
+
+    Returns:
+        A scalar tensor.
+    """
+    if v.dim() != 3:
+        raise ValueError(f"v must have shape [batch, classes, dim], got {tuple(v.shape)}")
+    if target.shape[0] != v.shape[0]:
+        raise ValueError(f"target has {target.shape[0]} entries but v has a batch of {v.shape[0]}")
+    if not 0 <= m_neg < m_pos:
+        raise ValueError(f"margins must satisfy 0 <= m_neg < m_pos, got {m_neg}, {m_pos}")
+    present = class_presence(target, v.shape[1], v.dtype)
+    lengths = torch.linalg.vector_norm(v, dim=-1)  # [B, classes]
+    # Both hinge terms are squared: the gradient fades as a length reaches its margin.
+    loss_present = present * torch.relu(m_pos - lengths).pow(2)
+    loss_absent = lam * (1.0 - present) * torch.relu(lengths - m_neg).pow(2)
+    return (loss_present + loss_absent).sum(dim=1).mean()
+
+
+def reconstruction_loss(reconstructions: Tensor, images: Tensor, weight: float = 0.0005) -> Tensor:
+    """Sum of squared pixel errors per image, times ``weight``, averaged over the batch.
+
+    The paper scales the *sum* (not the mean) by 0.0005 "so that it does not dominate
+    the margin loss"; with a mean the term would be 784× weaker on MNIST.
+
+    Args:
+        reconstructions: ``[B, ...]`` with as many values per image as ``images``.
+        images: ``[B, C, H, W]`` (or any ``[B, ...]``), pixels in ``[0, 1]``.
+    """
+    if reconstructions.shape[0] != images.shape[0]:
+        raise ValueError(
+            f"batch sizes differ: {reconstructions.shape[0]} reconstructions for "
+            f"{images.shape[0]} images"
+        )
+    if reconstructions[0].numel() != images[0].numel():
+        raise ValueError(
+            f"each reconstruction must have as many pixels as its image: "
+            f"{tuple(reconstructions.shape[1:])} vs {tuple(images.shape[1:])}"
+        )
+    errors = (reconstructions.flatten(1) - images.flatten(1).to(reconstructions.dtype)).pow(2)
+    return weight * errors.sum(dim=1).mean()

@@ -1,0 +1,403 @@
+"""Training and evaluation: Adam with exponential learning-rate decay, as in the paper.
+
+``train(config, out_dir)`` writes, after every epoch, ``out_dir/checkpoint.safetensors``
+and ``out_dir/history.json`` (both atomically), and resumes from that checkpoint when
+called again with the same configuration. Two profiles are predefined:
+
+* ``quick`` — a 2-core CPU: real MNIST, a subset, a few minutes at most. CI and the book
+  on a CPU use it.
+* ``paper`` — a GPU: all 60,000 training images with the paper's shift augmentation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import platform
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from . import __version__
+from .checkpoint import atomic_write_bytes, load_checkpoint, save_checkpoint
+from .data import ImageSet, batches, load_dataset
+from .fast import accelerate, retain_freed_memory
+from .losses import margin_loss, reconstruction_loss
+from .model import CapsNet, CapsNetConfig
+
+__all__ = [
+    "PROFILES",
+    "TrainConfig",
+    "TrainResult",
+    "build_model",
+    "default_profile",
+    "evaluate",
+    "profile",
+    "resolve_device",
+    "train",
+]
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything that determines a training run (and so its results)."""
+
+    dataset: str = "mnist"
+    epochs: int = 1
+    batch_size: int = 128
+    learning_rate: float = 1e-3
+    lr_decay: float = 0.96  #: the learning rate is multiplied by this after every epoch
+    train_size: int | None = None  #: a random subset of the training set; None = all
+    test_size: int | None = None  #: a random (fixed) subset of the test set; None = all
+    max_shift: int = 2  #: random shifts of up to this many pixels, zero-padded
+    seed: int = 0
+    reconstruction_weight: float = 0.0005
+    eval_batch_size: int = 500
+    mixed_precision: bool = True  #: bf16 autocast, on CUDA only
+    model: CapsNetConfig = field(default_factory=CapsNetConfig)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.model, dict):
+            object.__setattr__(self, "model", CapsNetConfig.from_dict(self.model))
+        positive = ("epochs", "batch_size", "eval_batch_size")
+        for name in positive:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        for name in ("train_size", "test_size"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ValueError(f"{name} must be None or a positive int, got {value!r}")
+        if not self.learning_rate > 0:
+            raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
+        if not 0 < self.lr_decay <= 1:
+            raise ValueError(f"lr_decay must lie in (0, 1], got {self.lr_decay}")
+        if self.max_shift < 0:
+            raise ValueError(f"max_shift must be >= 0, got {self.max_shift}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> TrainConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(values) - known
+        if unknown:
+            raise ValueError(f"unknown TrainConfig fields: {sorted(unknown)}")
+        return cls(**values)
+
+    def key(self) -> str:
+        """A short hash of the configuration: equal configurations, equal keys."""
+        text = json.dumps(self.to_dict(), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+PROFILES: dict[str, TrainConfig] = {
+    "quick": TrainConfig(
+        epochs=3,
+        batch_size=32,
+        train_size=2560,
+        test_size=2000,
+        max_shift=0,
+        lr_decay=0.9,
+    ),
+    "paper": TrainConfig(epochs=30, batch_size=128, max_shift=2),
+}
+
+
+def profile(name: str, **overrides: Any) -> TrainConfig:
+    """The predefined configuration ``name`` with some fields replaced."""
+    if name not in PROFILES:
+        raise ValueError(f"unknown profile {name!r}; expected one of {sorted(PROFILES)}")
+    return dataclasses.replace(PROFILES[name], **overrides)
+
+
+def default_profile() -> str:
+    """``paper`` where a CUDA GPU is available, ``quick`` otherwise."""
+    return "paper" if torch.cuda.is_available() else "quick"
+
+
+def resolve_device(device: torch.device | str | None = None) -> torch.device:
+    """``None`` or ``"auto"``: the GPU if there is one, else the CPU."""
+    if device is None or device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' was asked for, but PyTorch sees no CUDA GPU")
+    return device
+
+
+def build_model(config: TrainConfig, device: torch.device | str = "cpu") -> CapsNet:
+    """A freshly initialised model, seeded by ``config.seed`` without touching the
+    global random state."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(config.seed)
+        model = CapsNet(config.model)
+    return model.to(device)
+
+
+def device_name(device: torch.device) -> str:
+    """A readable description of ``device``, e.g. ``NVIDIA H100 80GB HBM3`` or
+    ``CPU: AMD EPYC, 2 threads``."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    model = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return f"CPU: {model}, {torch.get_num_threads()} threads"
+
+
+def _autocast(device: torch.device, enabled: bool) -> contextlib.AbstractContextManager:
+    if enabled and device.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+@torch.no_grad()
+def evaluate(
+    model: CapsNet,
+    data: ImageSet,
+    batch_size: int = 500,
+    mixed_precision: bool = True,
+    reconstruction_weight: float = 0.0005,
+    return_outputs: bool = False,
+) -> dict[str, Any]:
+    """Accuracy and mean losses of ``model`` on ``data`` (the decoder sees the predicted
+    capsule, as at test time).
+
+    Returns a dict with ``accuracy`` (a fraction), ``margin_loss``,
+    ``reconstruction_loss`` and ``count``; with ``return_outputs``, also ``lengths``
+    ``[N, classes]``, ``predictions`` ``[N]`` and ``capsules`` ``[N, classes, dim]`` on the
+    CPU.
+    """
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    data = data.to(device)
+    correct = torch.zeros((), dtype=torch.int64, device=device)
+    margin_total = torch.zeros((), device=device)
+    recon_total = torch.zeros((), device=device)
+    kept: dict[str, list[Tensor]] = {"lengths": [], "predictions": [], "capsules": []}
+    for images, labels in batches(data, batch_size):
+        with _autocast(device, mixed_precision):
+            out = model(images)
+        count = labels.shape[0]
+        margin_total += margin_loss(out.capsules.float(), labels) * count
+        recon_total += (
+            reconstruction_loss(out.reconstructions.float(), images, reconstruction_weight) * count
+        )
+        correct += (out.predictions == labels).sum()
+        if return_outputs:
+            kept["lengths"].append(out.lengths.float().cpu())
+            kept["predictions"].append(out.predictions.cpu())
+            kept["capsules"].append(out.capsules.float().cpu())
+    model.train(was_training)
+    total = len(data)
+    result: dict[str, Any] = {
+        "accuracy": correct.item() / total,
+        "margin_loss": margin_total.item() / total,
+        "reconstruction_loss": recon_total.item() / total,
+        "count": total,
+    }
+    if return_outputs:
+        result.update({name: torch.cat(parts) for name, parts in kept.items()})
+    return result
+
+
+@dataclass
+class TrainResult:
+    """The trained model (on the training device), its history and where it was saved."""
+
+    model: CapsNet
+    history: dict[str, Any]
+    out_dir: Path
+
+
+def _epoch_seed(seed: int, epoch: int) -> int:
+    # Each epoch draws its shuffle and shifts from its own seed, so that a resumed run
+    # sees exactly the batches an uninterrupted run would have seen.
+    return seed * 1_000_003 + epoch
+
+
+def _check_data_fits(config: TrainConfig, data: ImageSet) -> None:
+    model = config.model
+    expected = (model.in_channels, model.image_size, model.image_size)
+    if tuple(data.images.shape[1:]) != expected or len(data.classes) != model.num_classes:
+        raise ValueError(
+            f"dataset {config.dataset!r} has images {tuple(data.images.shape[1:])} and "
+            f"{len(data.classes)} classes, but the model expects images {expected} and "
+            f"{model.num_classes} classes"
+        )
+
+
+def train(
+    config: TrainConfig,
+    out_dir: str | Path,
+    *,
+    device: torch.device | str | None = None,
+    data_root: str | Path | None = None,
+    resume: bool = True,
+    progress: bool = True,
+    fast: bool = True,
+    on_epoch_end: Callable[[dict[str, Any]], None] | None = None,
+) -> TrainResult:
+    """Train a CapsNet with ``config``, saving into ``out_dir`` after every epoch.
+
+    Args:
+        config: the run's configuration (see :data:`PROFILES`).
+        out_dir: receives ``checkpoint.safetensors`` and ``history.json``.
+        device: ``"cpu"``, ``"cuda"``, or None for the GPU when there is one.
+        data_root: where the datasets are; see :func:`capsnotes.data.data_root`.
+        resume: continue from ``out_dir``'s checkpoint if it has one (it must come from
+            the same configuration).
+        progress: show a tqdm progress bar.
+        fast: use the tested fast paths of :mod:`capsnotes.fast`.
+        on_epoch_end: called with each epoch's record after it is saved.
+    """
+    started = time.perf_counter()
+    device = resolve_device(device)
+    out_dir = Path(out_dir)
+    checkpoint_path = out_dir / "checkpoint.safetensors"
+
+    previous = None
+    if resume and checkpoint_path.exists():
+        previous = load_checkpoint(checkpoint_path)
+        if TrainConfig.from_dict(previous.metadata["train_config"]) != config:
+            raise ValueError(
+                f"{checkpoint_path} comes from a different configuration; "
+                "train into another folder, or pass resume=False (--no-resume) to start over"
+            )
+
+    train_set = load_dataset(config.dataset, True, data_root).subset(config.train_size, config.seed)
+    test_set = load_dataset(config.dataset, False, data_root).subset(config.test_size, seed=0)
+    _check_data_fits(config, train_set)
+    train_set, test_set = train_set.to(device), test_set.to(device)
+
+    model = build_model(config, device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.learning_rate)
+    scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=config.lr_decay)
+    history = {
+        "format": 1,
+        "train_config": config.to_dict(),
+        "device": device_name(device),
+        "torch": torch.__version__,
+        "capsnotes": __version__,
+        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "epochs": [],
+    }
+    if previous is not None:
+        model.load_state_dict(previous.model_state)
+        optimizer.load_state_dict(previous.optimizer_state)
+        scheduler.load_state_dict(previous.scheduler_state)
+        history["epochs"] = previous.metadata["history"]["epochs"]
+    if fast:
+        accelerate(model, device)
+
+    memory = retain_freed_memory() if fast and device.type == "cpu" else contextlib.nullcontext()
+    with memory:
+        for epoch in range(len(history["epochs"]) + 1, config.epochs + 1):
+            record = _train_epoch(model, optimizer, config, train_set, epoch, device, progress)
+            scheduler.step()
+            tested_at = time.perf_counter()
+            test = evaluate(
+                model,
+                test_set,
+                config.eval_batch_size,
+                config.mixed_precision,
+                config.reconstruction_weight,
+            )
+            record.update(
+                test_accuracy=test["accuracy"],
+                test_margin_loss=test["margin_loss"],
+                test_reconstruction_loss=test["reconstruction_loss"],
+                eval_seconds=time.perf_counter() - tested_at,
+            )
+            history["epochs"].append(record)
+            save_checkpoint(
+                checkpoint_path,
+                model.state_dict(),
+                {"train_config": config.to_dict(), "epoch": epoch, "history": history},
+                optimizer.state_dict(),
+                scheduler.state_dict(),
+            )
+            _write_json(out_dir / "history.json", history)
+            if on_epoch_end is not None:
+                on_epoch_end(record)
+
+    history["wall_seconds"] = time.perf_counter() - started
+    if history["epochs"]:
+        history["test_accuracy"] = history["epochs"][-1]["test_accuracy"]
+    _write_json(out_dir / "history.json", history)
+    return TrainResult(model, history, out_dir)
+
+
+def _train_epoch(
+    model: CapsNet,
+    optimizer: torch.optim.Optimizer,
+    config: TrainConfig,
+    data: ImageSet,
+    epoch: int,
+    device: torch.device,
+    progress: bool,
+) -> dict[str, Any]:
+    """One pass over ``data``. Nothing is read back from the device until the end."""
+    model.train()
+    generator = torch.Generator(device=device).manual_seed(_epoch_seed(config.seed, epoch))
+    learning_rate = optimizer.param_groups[0]["lr"]
+    margins: list[Tensor] = []
+    reconstructions: list[Tensor] = []
+    correct = torch.zeros((), dtype=torch.int64, device=device)
+    steps = -(-len(data) // config.batch_size)
+    started = time.perf_counter()
+    bar = tqdm(
+        batches(
+            data, config.batch_size, shuffle=True, max_shift=config.max_shift, generator=generator
+        ),
+        total=steps,
+        desc=f"epoch {epoch}/{config.epochs}",
+        disable=not progress,
+        leave=False,
+    )
+    for images, labels in bar:
+        with _autocast(device, config.mixed_precision):
+            out = model(images, labels)
+        margin = margin_loss(out.capsules.float(), labels)
+        recon = reconstruction_loss(
+            out.reconstructions.float(), images, config.reconstruction_weight
+        )
+        optimizer.zero_grad(set_to_none=True)
+        (margin + recon).backward()
+        optimizer.step()
+        margins.append(margin.detach())
+        reconstructions.append(recon.detach())
+        correct += (out.predictions == labels).sum()
+    step_margins = torch.stack(margins).tolist()  # the epoch's one wait for the device
+    step_recons = torch.stack(reconstructions).tolist()
+    seconds = time.perf_counter() - started
+    return {
+        "epoch": epoch,
+        "learning_rate": learning_rate,
+        "margin_loss": sum(step_margins) / len(step_margins),
+        "reconstruction_loss": sum(step_recons) / len(step_recons),
+        "train_accuracy": correct.item() / len(data),
+        "seconds": seconds,
+        "images_per_second": len(data) / seconds,
+        "step_margin_loss": step_margins,
+        "step_reconstruction_loss": step_recons,
+    }
+
+
+def _write_json(path: Path, value: Any) -> None:
+    atomic_write_bytes(path, (json.dumps(value, indent=1) + "\n").encode())

@@ -1,0 +1,62 @@
+"""Shared fixtures: real MNIST for training tests, tiny IDX files for data tests."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import struct
+from pathlib import Path
+
+import pytest
+import torch
+
+from capsnotes.data import data_root
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def write_idx(path: Path, array: torch.Tensor, compress: bool = False) -> None:
+    """Write a uint8 tensor as an IDX file (the MNIST format: magic, sizes, bytes)."""
+    array = array.to(torch.uint8).contiguous()
+    header = struct.pack(">BBBB", 0, 0, 0x08, array.dim())
+    header += b"".join(struct.pack(">I", size) for size in array.shape)
+    data = header + array.numpy().tobytes()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if compress:
+        path = path.with_name(path.name + ".gz")
+        data = gzip.compress(data)
+    path.write_bytes(data)
+
+
+def make_tiny_dataset(
+    root: Path, folder: str = "MNIST", train: int = 12, test: int = 7, compress: bool = False
+) -> dict[str, torch.Tensor]:
+    """A tiny dataset in torchvision's layout under ``root/folder/raw``; returns the
+    tensors written so tests can compare."""
+    generator = torch.Generator().manual_seed(0)
+    tensors = {
+        "train-images-idx3-ubyte": torch.randint(0, 256, (train, 28, 28), generator=generator),
+        "train-labels-idx1-ubyte": torch.arange(train) % 10,
+        "t10k-images-idx3-ubyte": torch.randint(0, 256, (test, 28, 28), generator=generator),
+        "t10k-labels-idx1-ubyte": (torch.arange(test) * 3) % 10,
+    }
+    for name, value in tensors.items():
+        write_idx(root / folder / "raw" / name, value, compress)
+    return tensors
+
+
+@pytest.fixture
+def tiny_mnist(tmp_path: Path) -> tuple[Path, dict[str, torch.Tensor]]:
+    return tmp_path, make_tiny_dataset(tmp_path)
+
+
+@pytest.fixture(scope="session")
+def mnist_root() -> Path:
+    """The real MNIST: $CAPSNOTES_DATA, else ../shared/data beside the repo, else the
+    default root (downloading there when a network is available)."""
+    if os.environ.get("CAPSNOTES_DATA"):
+        return data_root()
+    shared = REPO.parent / "shared" / "data"
+    if (shared / "MNIST" / "raw").is_dir():
+        return shared.resolve()
+    return data_root()

@@ -1,0 +1,103 @@
+import os
+
+import pytest
+import torch
+
+from capsnotes import CapsNet, CapsNetConfig
+from capsnotes.checkpoint import atomic_write_bytes, load_checkpoint, save_checkpoint
+
+SMALL = CapsNetConfig(
+    conv_channels=8, primary_channels=2, primary_dim=4, digit_dim=4, decoder_hidden=(16, 16)
+)
+
+
+def trained_state():
+    torch.manual_seed(0)
+    model = CapsNet(SMALL)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizer, 0.9)
+    images, labels = torch.rand(4, 1, 28, 28), torch.tensor([1, 2, 3, 4])
+    out = model(images, labels)
+    (out.lengths.sum() + out.reconstructions.sum()).backward()
+    optimizer.step()
+    scheduler.step()
+    return model, optimizer, scheduler
+
+
+def test_round_trip(tmp_path):
+    model, optimizer, scheduler = trained_state()
+    path = save_checkpoint(
+        tmp_path / "c.safetensors",
+        model.state_dict(),
+        {"epoch": 3, "x": [1, 2]},
+        optimizer.state_dict(),
+        scheduler.state_dict(),
+    )
+    loaded = load_checkpoint(path)
+    assert loaded.metadata == {"epoch": 3, "x": [1, 2]}
+    for name, value in model.state_dict().items():
+        assert torch.equal(loaded.model_state[name], value)
+    fresh = CapsNet(SMALL)
+    fresh.load_state_dict(loaded.model_state)
+    new_optimizer = torch.optim.Adam(fresh.parameters(), lr=1e-3)
+    new_optimizer.load_state_dict(loaded.optimizer_state)
+    for old, new in zip(optimizer.state.values(), new_optimizer.state.values(), strict=True):
+        for key in ("exp_avg", "exp_avg_sq", "step"):
+            assert torch.equal(old[key], new[key])
+    new_scheduler = torch.optim.lr_scheduler.ExponentialLR(new_optimizer, 0.9)
+    new_scheduler.load_state_dict(loaded.scheduler_state)
+    assert new_scheduler.get_last_lr() == scheduler.get_last_lr()
+
+
+def test_folder_means_its_checkpoint_file(tmp_path):
+    model, _, _ = trained_state()
+    save_checkpoint(tmp_path / "checkpoint.safetensors", model.state_dict(), {})
+    assert load_checkpoint(tmp_path).path == tmp_path / "checkpoint.safetensors"
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "garbage", "empty"])
+def test_corrupted_checkpoint_is_a_value_error(tmp_path, damage):
+    model, optimizer, _ = trained_state()
+    path = save_checkpoint(
+        tmp_path / "c.safetensors", model.state_dict(), {}, optimizer.state_dict()
+    )
+    data = bytearray(path.read_bytes())
+    if damage == "truncate":
+        data = data[: len(data) // 2]
+    elif damage == "flip":
+        data[-100] ^= 0xFF  # inside the tensor data
+    elif damage == "garbage":
+        data = bytearray(os.urandom(1000))
+    else:
+        data = bytearray()
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="capsnotes|corrupted"):
+        load_checkpoint(path)
+
+
+def test_foreign_safetensors_file_is_rejected(tmp_path):
+    from safetensors.torch import save_file
+
+    path = tmp_path / "other.safetensors"
+    save_file({"w": torch.zeros(3)}, str(path))
+    with pytest.raises(ValueError, match="expected a capsnotes safetensors checkpoint"):
+        load_checkpoint(path)
+
+
+def test_missing_checkpoint(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        load_checkpoint(tmp_path / "nothing.safetensors")
+
+
+def test_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path, monkeypatch):
+    path = tmp_path / "file.bin"
+    atomic_write_bytes(path, b"old")
+
+    def broken_fsync(fd):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "fsync", broken_fsync)
+    with pytest.raises(OSError, match="disk full"):
+        atomic_write_bytes(path, b"new contents")
+    assert path.read_bytes() == b"old"
+    assert [p.name for p in tmp_path.iterdir()] == ["file.bin"]

@@ -1,0 +1,84 @@
+import pytest
+import torch
+import torch.nn.functional as F
+
+from capsnotes import CapsNet, CapsNetConfig, margin_loss, reconstruction_loss
+from capsnotes.fast import MatmulConv2d, accelerate, conv2d_as_matmul, patches, retain_freed_memory
+
+
+@pytest.mark.parametrize(
+    ("channels", "kernel", "stride", "size"),
+    [(1, 9, 1, 28), (5, 3, 2, 13), (4, 9, 2, 20), (3, 4, 3, 17)],
+)
+def test_conv_as_matmul_matches_conv2d(channels, kernel, stride, size):
+    x = torch.randn(3, channels, size, size, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(6, channels, kernel, kernel, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(6, dtype=torch.float64, requires_grad=True)
+    out = conv2d_as_matmul(x, w, b, stride)
+    ref = F.conv2d(x, w, b, stride=stride)
+    torch.testing.assert_close(out, ref)
+    grad = torch.randn_like(ref)
+    for mine, theirs in zip(
+        torch.autograd.grad(out, (x, w, b), grad),
+        torch.autograd.grad(ref, (x, w, b), grad),
+        strict=True,
+    ):
+        torch.testing.assert_close(mine, theirs)
+
+
+def test_conv_as_matmul_gradcheck_float64():
+    x = torch.randn(2, 3, 9, 9, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(4, 3, 3, 3, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(4, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda x, w, b: conv2d_as_matmul(x, w, b, 2), (x, w, b))
+    assert torch.autograd.gradcheck(lambda x, w: conv2d_as_matmul(x, w, None, 1), (x, w))
+
+
+def test_patches_rows_are_windows():
+    x = torch.randn(2, 7, 7, 3)
+    cols = patches(x, 3, 2)  # 3x3 output positions
+    assert cols.shape == (2 * 9, 27)
+    torch.testing.assert_close(cols[4], x[0, 2:5, 2:5, :].reshape(-1))
+    with pytest.raises(ValueError, match="contiguous"):
+        patches(x.permute(0, 3, 1, 2).permute(0, 2, 1, 3), 3, 2)
+
+
+def test_matmul_conv_keeps_parameters_and_rejects_padding():
+    conv = torch.nn.Conv2d(4, 8, 3, stride=2)
+    fast = MatmulConv2d.from_conv(conv)
+    assert fast.weight is conv.weight and fast.bias is conv.bias
+    assert fast.state_dict().keys() == conv.state_dict().keys()
+    x = torch.randn(2, 4, 11, 11)
+    torch.testing.assert_close(fast(x), conv(x))
+    with torch.no_grad():
+        torch.testing.assert_close(fast(x), conv(x))
+    with pytest.raises(ValueError, match="unpadded"):
+        MatmulConv2d(4, 8, 3, padding=1)
+
+
+def test_accelerated_model_agrees_with_reference_in_values_and_gradients():
+    torch.manual_seed(0)
+    config = CapsNetConfig(conv_channels=16, primary_channels=8, decoder_hidden=(64, 128))
+    reference = CapsNet(config).double()
+    fast = CapsNet(config).double()
+    fast.load_state_dict(reference.state_dict())
+    accelerate(fast, "cpu")
+    assert isinstance(fast.primary.conv, MatmulConv2d) and isinstance(fast.conv1, MatmulConv2d)
+    assert fast.state_dict().keys() == reference.state_dict().keys()
+    images = torch.rand(4, 1, 28, 28, dtype=torch.float64)
+    labels = torch.tensor([0, 3, 7, 9])
+    grads = []
+    for model in (reference, fast):
+        out = model(images, labels)
+        loss = margin_loss(out.capsules, labels) + reconstruction_loss(out.reconstructions, images)
+        grads.append(torch.autograd.grad(loss, list(model.parameters())))
+        grads.append(out.capsules)
+    torch.testing.assert_close(grads[1], grads[3])
+    for mine, theirs in zip(grads[0], grads[2], strict=True):
+        torch.testing.assert_close(mine, theirs)
+
+
+def test_retain_freed_memory_is_a_context():
+    with retain_freed_memory() as applied:
+        assert isinstance(applied, bool)
+        torch.randn(20_000_000).sum()

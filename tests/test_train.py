@@ -1,0 +1,116 @@
+"""Real training on real MNIST (short), resuming, and the trainer's checks."""
+
+import dataclasses
+import json
+
+import pytest
+import torch
+
+from capsnotes import CapsNetConfig
+from capsnotes.data import load_dataset
+from capsnotes.train import PROFILES, TrainConfig, build_model, evaluate, profile, train
+
+SMALL = CapsNetConfig(
+    conv_channels=16, primary_channels=4, primary_dim=8, digit_dim=8, decoder_hidden=(64, 128)
+)
+TIMING = {"seconds", "images_per_second", "eval_seconds"}
+
+
+@pytest.mark.slow
+def test_short_real_training_loss_falls_and_accuracy_rises(mnist_root, tmp_path):
+    config = TrainConfig(
+        epochs=2, batch_size=32, train_size=640, test_size=500, max_shift=0, seed=0
+    )
+    test_set = load_dataset("mnist", train=False, root=mnist_root).subset(500, seed=0)
+    untrained = evaluate(build_model(config), test_set)
+    result = train(config, tmp_path, data_root=mnist_root, progress=False)
+    first, second = result.history["epochs"]
+    steps = first["step_margin_loss"] + second["step_margin_loss"]
+    assert len(steps) == 2 * 20
+    assert sum(steps[-5:]) / 5 < 0.5 * sum(steps[:5]) / 5
+    assert second["margin_loss"] < first["margin_loss"]
+    assert second["train_accuracy"] > first["train_accuracy"]
+    assert untrained["accuracy"] < 0.3
+    assert second["test_accuracy"] > 0.8 > untrained["accuracy"]
+    assert result.history["test_accuracy"] == second["test_accuracy"]
+    # what was written is what was returned
+    on_disk = json.loads((tmp_path / "history.json").read_text())
+    assert on_disk["epochs"] == result.history["epochs"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint.safetensors", "history.json"]
+
+
+def without_timing(history):
+    return [{k: v for k, v in record.items() if k not in TIMING} for record in history["epochs"]]
+
+
+@pytest.mark.slow
+def test_resume_after_interruption_gives_the_same_history(mnist_root, tmp_path):
+    config = TrainConfig(
+        epochs=3, batch_size=32, train_size=192, test_size=100, max_shift=2, seed=3, model=SMALL
+    )
+    whole = train(config, tmp_path / "whole", data_root=mnist_root, progress=False)
+
+    def stop_after_second_epoch(record):
+        if record["epoch"] == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train(
+            config,
+            tmp_path / "cut",
+            data_root=mnist_root,
+            progress=False,
+            on_epoch_end=stop_after_second_epoch,
+        )
+    assert len(json.loads((tmp_path / "cut" / "history.json").read_text())["epochs"]) == 2
+    resumed = train(config, tmp_path / "cut", data_root=mnist_root, progress=False)
+    assert without_timing(resumed.history) == without_timing(whole.history)
+    for name, value in whole.model.state_dict().items():
+        assert torch.equal(resumed.model.state_dict()[name], value), name
+    # a finished run resumes to nothing new
+    again = train(config, tmp_path / "cut", data_root=mnist_root, progress=False)
+    assert without_timing(again.history) == without_timing(whole.history)
+
+
+@pytest.mark.slow
+def test_resume_refuses_a_different_configuration(mnist_root, tmp_path):
+    config = TrainConfig(epochs=1, batch_size=32, train_size=64, test_size=50, model=SMALL)
+    train(config, tmp_path, data_root=mnist_root, progress=False)
+    with pytest.raises(ValueError, match="different configuration"):
+        train(
+            dataclasses.replace(config, learning_rate=5e-4),
+            tmp_path,
+            data_root=mnist_root,
+            progress=False,
+        )
+
+
+def test_dataset_must_fit_the_model(mnist_root, tmp_path):
+    config = TrainConfig(model=dataclasses.replace(SMALL, image_size=36), train_size=10)
+    with pytest.raises(ValueError, match=r"model expects images \(1, 36, 36\)"):
+        train(config, tmp_path, data_root=mnist_root, progress=False)
+
+
+def test_train_config_checks_and_round_trip():
+    config = profile("quick", seed=4)
+    assert TrainConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
+    assert config.key() == TrainConfig.from_dict(config.to_dict()).key() != PROFILES["quick"].key()
+    with pytest.raises(ValueError, match="epochs must be a positive int"):
+        TrainConfig(epochs=0)
+    with pytest.raises(ValueError, match="train_size"):
+        TrainConfig(train_size=0)
+    with pytest.raises(ValueError, match="lr_decay"):
+        TrainConfig(lr_decay=1.5)
+    with pytest.raises(ValueError, match="learning_rate"):
+        TrainConfig(learning_rate=-1.0)
+    with pytest.raises(ValueError, match="unknown profile"):
+        profile("fast")
+    with pytest.raises(ValueError, match="unknown TrainConfig fields"):
+        TrainConfig.from_dict({"epoch": 3})
+
+
+def test_profiles_are_what_the_book_says():
+    quick, paper = PROFILES["quick"], PROFILES["paper"]
+    assert quick.test_size >= 2000 and quick.train_size is not None
+    assert paper.train_size is None and paper.test_size is None and paper.max_shift == 2
+    assert paper.model == CapsNetConfig() == quick.model
