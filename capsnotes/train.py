@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from . import __version__
 from .checkpoint import atomic_write_bytes, load_checkpoint, save_checkpoint

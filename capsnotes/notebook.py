@@ -1,0 +1,104 @@
+"""Helpers for the book's chapters: show the package's own code, and get the trained
+model without training twice.
+
+* :func:`show_source` displays a function or class of ``capsnotes`` exactly as it is in
+  the package, with its file and line numbers, so a chapter never holds a copy that
+  could drift from the tested code.
+* :func:`trained_model` is the book's "load the checkpoint if it exists, else train":
+  runs live in ``$CAPSNOTES_CACHE/runs/<profile>-<config hash>`` (default
+  ``~/.cache/capsnotes``), so any chapter can be run on its own and a changed
+  configuration trains anew.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .checkpoint import load_checkpoint
+from .model import CapsNet
+from .train import TrainConfig, TrainResult, default_profile, profile, resolve_device, train
+
+__all__ = ["SourceCode", "book_profile", "cache_dir", "show_source", "trained_model"]
+
+PACKAGE_ROOT = Path(__file__).resolve().parent
+
+
+@dataclass
+class SourceCode:
+    """Source text that renders as a highlighted Python block in Jupyter and the book."""
+
+    location: str
+    code: str
+
+    def _repr_markdown_(self) -> str:
+        return f"`{self.location}`\n\n```python\n{self.code}\n```\n"
+
+    def __repr__(self) -> str:
+        return f"# {self.location}\n{self.code}"
+
+
+def show_source(obj: Any) -> SourceCode:
+    """The source of ``obj`` (a function, class or method of capsnotes) with its place,
+    e.g. ``capsnotes/squash.py, lines 22-48``."""
+    target = inspect.unwrap(obj)
+    lines, start = inspect.getsourcelines(target)
+    path = Path(inspect.getsourcefile(target)).resolve()
+    try:
+        shown = path.relative_to(PACKAGE_ROOT.parent).as_posix()
+    except ValueError:
+        shown = path.name
+    location = f"{shown}, lines {start}-{start + len(lines) - 1}"
+    return SourceCode(location, "".join(lines).rstrip("\n"))
+
+
+def book_profile() -> str:
+    """The profile the chapters train with: ``$CAPSNOTES_PROFILE`` if set, else ``paper``
+    on a GPU and ``quick`` on a CPU."""
+    return os.environ.get("CAPSNOTES_PROFILE") or default_profile()
+
+
+def cache_dir() -> Path:
+    """``$CAPSNOTES_CACHE``, else ``~/.cache/capsnotes``."""
+    return Path(os.environ.get("CAPSNOTES_CACHE") or "~/.cache/capsnotes").expanduser()
+
+
+def run_dir(config: TrainConfig, name: str) -> Path:
+    return cache_dir() / "runs" / f"{name}-{config.key()}"
+
+
+def trained_model(
+    profile_name: str | None = None,
+    *,
+    device: torch.device | str | None = None,
+    progress: bool = False,
+    **overrides: Any,
+) -> TrainResult:
+    """The model trained with ``profile_name`` (default :func:`book_profile`): loaded from
+    the cache if that run is complete, else trained (or resumed) into the cache.
+
+    ``overrides`` replace fields of the profile (and so give another cache entry).
+    """
+    name = profile_name or book_profile()
+    config = profile(name, **overrides)
+    out_dir = run_dir(config, name)
+    device = resolve_device(device)
+    history_path = out_dir / "history.json"
+    if history_path.exists():
+        history = json.loads(history_path.read_text())
+        if len(history.get("epochs", [])) == config.epochs and "wall_seconds" in history:
+            checkpoint = load_checkpoint(out_dir / "checkpoint.safetensors")
+            model = CapsNet(config.model)
+            model.load_state_dict(checkpoint.model_state)
+            return TrainResult(model.to(device).eval(), history, out_dir)
+    result = train(config, out_dir, device=device, progress=progress)
+    # Hand back the plain reference model (train() may have switched to fast variants).
+    model = CapsNet(config.model)
+    model.load_state_dict(result.model.state_dict())
+    return TrainResult(model.to(device).eval(), result.history, out_dir)

@@ -1,0 +1,261 @@
+"""The book's figures. Every function draws on a white figure (readable on the book's
+light and dark themes alike) and returns the ``matplotlib`` Figure.
+
+The figures are plain ``Figure`` objects, not pyplot's: nothing is shown or kept behind
+the caller's back, and a notebook shows a figure where a cell returns it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+from matplotlib.patches import Circle
+from torch import Tensor
+
+__all__ = [
+    "COLORS",
+    "accuracy_curves",
+    "capsule_arrows",
+    "coupling_maps",
+    "coupling_by_class",
+    "image_grid",
+    "loss_curves",
+    "new_figure",
+    "perturbation_grid",
+]
+
+#: Okabe–Ito colours: distinguishable with the common forms of colour blindness.
+COLORS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000"]
+
+STYLE: dict[str, Any] = {
+    "figure.facecolor": "white",
+    "axes.facecolor": "white",
+    "savefig.facecolor": "white",
+    "axes.edgecolor": "#333333",
+    "axes.labelcolor": "#222222",
+    "text.color": "#222222",
+    "xtick.color": "#333333",
+    "ytick.color": "#333333",
+    "axes.grid": True,
+    "grid.color": "#dddddd",
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.prop_cycle": plt.cycler(color=COLORS),
+    "font.size": 10,
+    "figure.dpi": 110,
+}
+
+
+def new_figure(
+    ncols: int = 1,
+    nrows: int = 1,
+    width: float = 6.4,
+    height: float = 3.6,
+    style: dict[str, Any] | None = None,
+    **kwargs: Any,
+) -> tuple[Figure, Any]:
+    """A white figure with the book's style, and its axes (``fig.subplots(...)``)."""
+    with plt.rc_context({**STYLE, **(style or {})}):
+        fig = Figure(figsize=(width, height), layout="constrained")
+        axes = fig.subplots(nrows, ncols, **kwargs)
+    return fig, axes
+
+
+def _as_images(images: Tensor) -> np.ndarray:
+    """``[N, C, H, W]`` or ``[N, H, W]`` in [0, 1] → ``[N, H, W]`` (first channel) numpy."""
+    array = images.detach().float().cpu()
+    if array.dim() == 4:
+        array = array[:, 0] if array.shape[1] == 1 else array.permute(0, 2, 3, 1)
+    return array.numpy()
+
+
+def image_grid(
+    images: Tensor,
+    titles: Sequence[str] | None = None,
+    ncols: int = 8,
+    size: float = 1.1,
+    cmap: str = "gray_r",
+    title_color: Sequence[str] | None = None,
+    row_labels: Sequence[str] | None = None,
+) -> Figure:
+    """Images ``[N, C, H, W]`` (or ``[N, H, W]``) in [0, 1], ``ncols`` per row."""
+    pictures = _as_images(images)
+    count = len(pictures)
+    nrows = -(-count // ncols)
+    fig, axes = new_figure(
+        ncols,
+        nrows,
+        ncols * size,
+        nrows * size * (1.15 if titles is not None else 1.0),
+        {"axes.grid": False},
+        squeeze=False,
+    )
+    with plt.rc_context(STYLE):
+        for index, ax in enumerate(axes.flat):
+            ax.set_xticks([])
+            ax.set_yticks([])
+            for spine in ax.spines.values():
+                spine.set_visible(index < count)
+                spine.set_color("#999999")
+            if index >= count:
+                ax.axis("off")
+                continue
+            ax.imshow(pictures[index], cmap=cmap, vmin=0, vmax=1)
+            if titles is not None:
+                color = title_color[index] if title_color is not None else "#222222"
+                ax.set_title(titles[index], fontsize=8, color=color, pad=2)
+        if row_labels is not None:
+            for row, label in enumerate(row_labels):
+                axes[row, 0].set_ylabel(label, fontsize=8, rotation=0, ha="right", va="center")
+    return fig
+
+
+def capsule_arrows(vectors: Tensor, labels: Sequence[str]) -> Figure:
+    """2-D capsule vectors drawn as arrows inside the unit circle."""
+    fig, ax = new_figure(width=4.2, height=4.0)
+    circle = Circle((0, 0), 1.0, fill=False, linestyle="--", color="#888888")
+    ax.add_patch(circle)
+    for index, (vector, label) in enumerate(zip(vectors.tolist(), labels, strict=True)):
+        color = COLORS[index % len(COLORS)]
+        ax.annotate(
+            "", xy=vector, xytext=(0, 0), arrowprops={"arrowstyle": "-|>", "color": color, "lw": 2}
+        )
+        ax.text(
+            vector[0] * 1.08, vector[1] * 1.08 + 0.04, label, color=color, fontsize=9, ha="center"
+        )
+    ax.set_xlim(-1.15, 1.15)
+    ax.set_ylim(-1.15, 1.15)
+    ax.set_aspect("equal")
+    ax.set_xlabel("capsule component 1")
+    ax.set_ylabel("capsule component 2")
+    return fig
+
+
+def coupling_by_class(couplings: Sequence[Tensor], weights: Tensor, true_class: int) -> Figure:
+    """For each routing iteration, how much more (or less) than an even share of the
+    children's votes each parent receives, in percentage points: the share is
+    ``Σ_i ‖u_i‖ c_ij / Σ_i ‖u_i‖`` and an even share is ``1 / classes``.
+
+    ``couplings``: one ``[in_caps, classes]`` tensor per iteration; ``weights``
+    ``[in_caps]``.
+    """
+    shares = torch.stack([(c * weights[:, None]).sum(0) / weights.sum() for c in couplings])
+    iterations, classes = shares.shape
+    excess = 100 * (shares - 1 / classes)
+    fig, ax = new_figure(width=6.4, height=3.2)
+    width = 0.8 / iterations
+    for t in range(iterations):
+        offset = (t - (iterations - 1) / 2) * width
+        ax.bar(
+            np.arange(classes) + offset,
+            excess[t].numpy(),
+            width=width,
+            label=f"iteration {t + 1}",
+            color=COLORS[t % len(COLORS)],
+        )
+    ax.axhline(0, color="#555555", linewidth=0.8)
+    ax.set_xticks(range(classes))
+    ax.set_xticklabels([f"{k}*" if k == true_class else str(k) for k in range(classes)])
+    ax.set_xlabel("parent (digit capsule); * = the true class")
+    ax.set_ylabel("share of the votes minus an\neven share (percentage points)")
+    ax.legend(frameon=False, ncols=min(iterations, 4), fontsize=8)
+    return fig
+
+
+def coupling_maps(
+    image: Tensor,
+    maps: Sequence[Tensor],
+    titles: Sequence[str],
+    vmin: float | None = None,
+    vmax: float | None = None,
+) -> Figure:
+    """The digit, then one ``[grid, grid]`` heat map per entry of ``maps``, all on one
+    colour scale (by default the range of the maps)."""
+    values = torch.stack(list(maps))
+    vmin = float(values.min()) if vmin is None else vmin
+    vmax = float(values.max()) if vmax is None else vmax
+    count = len(maps) + 1
+    fig, axes = new_figure(count, 1, 1.7 * count, 2.0, style={"axes.grid": False})
+    with plt.rc_context(STYLE):
+        axes[0].imshow(_as_images(image[None])[0], cmap="gray_r", vmin=0, vmax=1)
+        axes[0].set_title("input", fontsize=9)
+        last = None
+        for ax, grid, title in zip(axes[1:], maps, titles, strict=True):
+            last = ax.imshow(grid.numpy(), cmap="viridis", vmin=vmin, vmax=vmax)
+            ax.set_title(title, fontsize=9)
+        for ax in axes:
+            ax.set_xticks([])
+            ax.set_yticks([])
+        fig.colorbar(last, ax=axes[-1], fraction=0.08, shrink=0.8)
+    return fig
+
+
+def loss_curves(history: dict[str, Any]) -> Figure:
+    """Per-step margin and reconstruction loss over a run, with per-epoch means."""
+    epochs = history["epochs"]
+    margins = [m for e in epochs for m in e["step_margin_loss"]]
+    recons = [r for e in epochs for r in e["step_reconstruction_loss"]]
+    steps_per_epoch = len(epochs[0]["step_margin_loss"])
+    x = np.arange(1, len(margins) + 1) / steps_per_epoch
+    fig, axes = new_figure(ncols=2, width=8.0, height=3.2)
+    for ax, values, name, test_key in (
+        (axes[0], margins, "margin loss", "test_margin_loss"),
+        (axes[1], recons, "reconstruction loss (×0.0005)", "test_reconstruction_loss"),
+    ):
+        ax.plot(x, values, color=COLORS[0], alpha=0.35, linewidth=0.8, label="training step")
+        window = max(1, len(values) // 40)
+        if window > 1:
+            smooth = np.convolve(values, np.ones(window) / window, mode="valid")
+            ax.plot(x[window - 1 :], smooth, color=COLORS[0], label=f"mean of {window} steps")
+        ax.plot(
+            [e["epoch"] for e in epochs],
+            [e[test_key] for e in epochs],
+            "o-",
+            color=COLORS[1],
+            label="test, end of epoch",
+        )
+        ax.set_yscale("log")
+        ax.set_xlabel("epoch")
+        ax.set_title(name)
+    axes[0].legend(frameon=False, fontsize=8)
+    return fig
+
+
+def accuracy_curves(history: dict[str, Any]) -> Figure:
+    """Train and test accuracy per epoch, as error rates on a log scale."""
+    epochs = history["epochs"]
+    x = [e["epoch"] for e in epochs]
+    fig, ax = new_figure(width=5.2, height=3.2)
+    ax.plot(x, [100 * (1 - e["train_accuracy"]) for e in epochs], "o-", label="training batches")
+    ax.plot(x, [100 * (1 - e["test_accuracy"]) for e in epochs], "o-", label="test set")
+    ax.set_yscale("log")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("error rate (%)")
+    ax.set_xticks(x if len(x) <= 12 else x[:: max(1, len(x) // 10)])
+    ax.legend(frameon=False)
+    return fig
+
+
+def perturbation_grid(reconstructions: Tensor, offsets: Sequence[float]) -> Figure:
+    """``[dims, steps, C, H, W]`` reconstructions: one row per capsule dimension, one
+    column per offset added to it (the paper's Figure 4)."""
+    dims, steps = reconstructions.shape[:2]
+    pictures = _as_images(reconstructions.reshape(dims * steps, *reconstructions.shape[2:]))
+    fig, axes = new_figure(
+        steps, dims, steps * 0.62, dims * 0.62, {"axes.grid": False}, squeeze=False
+    )
+    with plt.rc_context(STYLE):
+        for index, ax in enumerate(axes.flat):
+            ax.imshow(pictures[index], cmap="gray_r", vmin=0, vmax=1)
+            ax.set_xticks([])
+            ax.set_yticks([])
+        for col, offset in enumerate(offsets):
+            axes[0, col].set_title(f"{offset:+.2f}", fontsize=7)
+        for row in range(dims):
+            axes[row, 0].set_ylabel(f"{row}", fontsize=7, rotation=0, ha="right", va="center")
+    return fig
