@@ -24,6 +24,7 @@ __all__ = [
     "coupling_maps",
     "coupling_by_class",
     "image_grid",
+    "length_bars",
     "loss_curves",
     "new_figure",
     "perturbation_grid",
@@ -192,6 +193,40 @@ def coupling_maps(
             ax.set_xticks([])
             ax.set_yticks([])
         fig.colorbar(last, ax=axes[-1], fraction=0.08, shrink=0.8)
+    return fig
+
+
+def length_bars(images: Tensor, lengths: Tensor, labels: Sequence[int]) -> Figure:
+    """Each image above a bar chart of its capsule lengths ``[N, classes]``; the bar of
+    the true class is coloured, and the dotted lines mark the margins 0.9 and 0.1."""
+    count, classes = lengths.shape
+    pictures = _as_images(images)
+    fig, axes = new_figure(
+        count,
+        2,
+        1.25 * count,
+        2.6,
+        {"axes.grid": False},
+        squeeze=False,
+        gridspec_kw={"height_ratios": [1, 1.1]},
+    )
+    with plt.rc_context(STYLE):
+        for k in range(count):
+            top, bottom = axes[0, k], axes[1, k]
+            top.imshow(pictures[k], cmap="gray_r", vmin=0, vmax=1)
+            top.set_xticks([])
+            top.set_yticks([])
+            colors = [COLORS[1] if j == labels[k] else "#9a9a9a" for j in range(classes)]
+            bottom.bar(range(classes), lengths[k].numpy(), color=colors, width=0.8)
+            for margin in (0.9, 0.1):
+                bottom.axhline(margin, color="#555555", linestyle=":", linewidth=0.8)
+            bottom.set_ylim(0, 1)
+            bottom.set_xticks(range(classes))
+            bottom.set_xticklabels([str(j) for j in range(classes)], fontsize=6)
+            bottom.tick_params(axis="y", labelsize=7)
+            if k:
+                bottom.set_yticklabels([])
+        axes[1, 0].set_ylabel("length", fontsize=8)
     return fig
 
 
