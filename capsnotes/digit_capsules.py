@@ -23,7 +23,9 @@ class DigitCapsules(nn.Module):
 
     Input ``u`` of shape ``[B, in_caps, in_dim]``; output ``v`` of shape
     ``[B, out_caps, out_dim]``. ``weight`` holds ``W`` as ``[in_caps, out_caps, out_dim,
-    in_dim]``, so ``weight[i, j]`` is the paper's ``W_ij``.
+    in_dim]``, so ``weight[i, j]`` is the paper's ``W_ij``. ``routing_function`` is
+    :func:`~capsnotes.dynamic_routing`; :func:`capsnotes.fast.accelerate` replaces it by
+    an equivalent with a faster backward.
     """
 
     def __init__(
@@ -39,6 +41,7 @@ class DigitCapsules(nn.Module):
         self.out_caps, self.out_dim = out_caps, out_dim
         self.iterations = check_iterations(iterations)
         self.weight = nn.Parameter(torch.empty(in_caps, out_caps, out_dim, in_dim))
+        self.routing_function = dynamic_routing
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -55,7 +58,7 @@ class DigitCapsules(nn.Module):
         return torch.einsum("ijdk,bik->bijd", self.weight, u)
 
     def forward(self, u: Tensor, return_coupling: bool = False) -> Tensor | tuple[Tensor, Tensor]:
-        return dynamic_routing(self.votes(u), self.iterations, return_coupling)
+        return self.routing_function(self.votes(u), self.iterations, return_coupling)
 
     def extra_repr(self) -> str:
         return (

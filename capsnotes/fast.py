@@ -9,6 +9,10 @@ the faster equivalents the trainer switches to, each tested against the referenc
   below the machine's matrix-multiply rate. Lowering the convolution to ``im2col`` plus
   one matrix product per pass (forward, weight gradient, input gradient) runs all three
   at that rate.
+* :func:`fused_dynamic_routing` — routing by agreement with a hand-written backward.
+  Autograd through Procedure 1 writes one ``[batch, child, parent, dim]`` gradient per
+  iteration and adds them up; the backward here collects every contribution to the
+  gradient of the votes as a rank-``(2r - 1)`` product and writes that tensor once.
 * :func:`retain_freed_memory` — glibc hands every freed block above 32 MiB back to the
   kernel, so each training step page-faults and zeroes its large tensors again.
   Keeping freed memory in the process for reuse removes that cost.
@@ -29,10 +33,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .digit_capsules import DigitCapsules
+from .routing import check_iterations, dynamic_routing
+from .squash import squash
+
 __all__ = [
     "MatmulConv2d",
     "accelerate",
     "conv2d_as_matmul",
+    "fused_dynamic_routing",
     "patches",
     "retain_freed_memory",
 ]
@@ -167,6 +176,72 @@ class MatmulConv2d(nn.Conv2d):
         return F.conv2d(x, self.weight, self.bias, self.stride)
 
 
+class _FusedRouting(torch.autograd.Function):
+    """Procedure 1 with a backward derived by hand (see :func:`fused_dynamic_routing`)."""
+
+    @staticmethod
+    @torch.amp.custom_fwd(device_type="cuda")
+    def forward(ctx, u_hat: Tensor, iterations: int) -> Tensor:  # noqa: ANN001
+        votes = u_hat.transpose(1, 2).contiguous()  # V: [B, O, I, D]
+        batch, parents, children, _ = votes.shape
+        logits = votes.new_zeros(batch, parents, children)  # b, laid out [B, O, I]
+        saved: list[Tensor] = []
+        for iteration in range(iterations):
+            coupling = logits.softmax(dim=1)  # over the parents
+            s = (coupling.unsqueeze(2) @ votes).squeeze(2)  # [B, O, D]
+            v = squash(s)
+            saved += [coupling, s, v]
+            if iteration + 1 < iterations:
+                logits = logits + (votes @ v.unsqueeze(-1)).squeeze(-1)
+        ctx.iterations = iterations
+        ctx.save_for_backward(votes, *saved)
+        return v
+
+    @staticmethod
+    @torch.amp.custom_bwd(device_type="cuda")
+    def backward(ctx, grad_v: Tensor):  # noqa: ANN001, ANN205
+        votes, *saved = ctx.saved_tensors
+        r = ctx.iterations
+        grad_logits = None  # dL/db of the logits after iteration t
+        weights: list[Tensor] = []  # dL/dV = Σ_k weights[k] ⊗ vectors[k]
+        vectors: list[Tensor] = []
+        for t in reversed(range(r)):
+            coupling, s, v = saved[3 * t : 3 * t + 3]
+            if t == r - 1:
+                grad_out = grad_v
+            else:
+                # b_{t+1} = b_t + V·v_t: v_t receives Σ_i gb_i V_i, V receives gb ⊗ v_t
+                grad_out = (grad_logits.unsqueeze(2) @ votes).squeeze(2)
+                weights.append(grad_logits)
+                vectors.append(v)
+            with torch.enable_grad():
+                s_leaf = s.detach().requires_grad_()
+                (grad_s,) = torch.autograd.grad(squash(s_leaf), s_leaf, grad_out)
+            # s_t = Σ_i c_i V_i: c receives V·gs, V receives c ⊗ gs
+            grad_coupling = (votes @ grad_s.unsqueeze(-1)).squeeze(-1)  # [B, O, I]
+            weights.append(coupling)
+            vectors.append(grad_s)
+            # softmax over the parents (dim 1), backwards
+            grad_b = coupling * (grad_coupling - (coupling * grad_coupling).sum(1, keepdim=True))
+            grad_logits = grad_b if grad_logits is None else grad_logits + grad_b
+        # One product writes the whole gradient of the votes: [B,O,I,K] @ [B,O,K,D]
+        grad_votes = torch.stack(weights, dim=-1) @ torch.stack(vectors, dim=-2)
+        return grad_votes.transpose(1, 2), None
+
+
+def fused_dynamic_routing(
+    u_hat: Tensor, iterations: int = 3, return_coupling: bool = False
+) -> Tensor | tuple[Tensor, Tensor]:
+    """:func:`capsnotes.dynamic_routing` with a hand-written backward: the same values
+    and the same gradients (tested in float64), fewer passes over the votes.
+
+    With ``return_coupling`` it defers to the reference implementation.
+    """
+    if return_coupling or u_hat.dim() != 4 or not u_hat.is_floating_point():
+        return dynamic_routing(u_hat, iterations, return_coupling)
+    return _FusedRouting.apply(u_hat, check_iterations(iterations))
+
+
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 _GLIBC_DEFAULT_THRESHOLD = 128 * 1024
@@ -208,12 +283,16 @@ def retain_freed_memory(limit_bytes: int = 1 << 30) -> Iterator[bool]:
 def accelerate(model: nn.Module, device: torch.device | str) -> nn.Module:
     """Switch ``model`` (in place) to the fastest tested variants for ``device``.
 
-    * CPU: every eligible ``nn.Conv2d`` becomes a :class:`MatmulConv2d`.
+    * every :class:`~capsnotes.DigitCapsules` routes with :func:`fused_dynamic_routing`;
+    * CPU: every eligible ``nn.Conv2d`` becomes a :class:`MatmulConv2d`;
     * CUDA: parameters in channels-last memory, which cuDNN prefers with bf16.
 
     The parameters, their names and the outputs stay the same.
     """
     device = torch.device(device)
+    for module in model.modules():
+        if isinstance(module, DigitCapsules):
+            module.routing_function = fused_dynamic_routing
     if device.type == "cpu":
         for module in list(model.modules()):
             for name, child in list(module.named_children()):

@@ -83,8 +83,11 @@ def image_grid(
     cmap: str = "gray_r",
     title_color: Sequence[str] | None = None,
     row_labels: Sequence[str] | None = None,
+    vmin: float = 0.0,
+    vmax: float = 1.0,
 ) -> Figure:
-    """Images ``[N, C, H, W]`` (or ``[N, H, W]``) in [0, 1], ``ncols`` per row."""
+    """Images ``[N, C, H, W]`` (or ``[N, H, W]``), shown on the scale ``[vmin, vmax]``
+    (pixels in [0, 1] by default), ``ncols`` per row."""
     pictures = _as_images(images)
     count = len(pictures)
     nrows = -(-count // ncols)
@@ -106,7 +109,7 @@ def image_grid(
             if index >= count:
                 ax.axis("off")
                 continue
-            ax.imshow(pictures[index], cmap=cmap, vmin=0, vmax=1)
+            ax.imshow(pictures[index], cmap=cmap, vmin=vmin, vmax=vmax)
             if titles is not None:
                 color = title_color[index] if title_color is not None else "#222222"
                 ax.set_title(titles[index], fontsize=8, color=color, pad=2)
@@ -289,6 +292,8 @@ def perturbation_grid(reconstructions: Tensor, offsets: Sequence[float]) -> Figu
             ax.imshow(pictures[index], cmap="gray_r", vmin=0, vmax=1)
             ax.set_xticks([])
             ax.set_yticks([])
+            for spine in ax.spines.values():
+                spine.set_visible(False)
         for col, offset in enumerate(offsets):
             axes[0, col].set_title(f"{offset:+.2f}", fontsize=7)
         for row in range(dims):

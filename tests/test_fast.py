@@ -2,8 +2,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from capsnotes import CapsNet, CapsNetConfig, margin_loss, reconstruction_loss
-from capsnotes.fast import MatmulConv2d, accelerate, conv2d_as_matmul, patches, retain_freed_memory
+from capsnotes import CapsNet, CapsNetConfig, dynamic_routing, margin_loss, reconstruction_loss
+from capsnotes.fast import (
+    MatmulConv2d,
+    accelerate,
+    conv2d_as_matmul,
+    fused_dynamic_routing,
+    patches,
+    retain_freed_memory,
+)
 
 
 @pytest.mark.parametrize(
@@ -82,3 +89,33 @@ def test_retain_freed_memory_is_a_context():
     with retain_freed_memory() as applied:
         assert isinstance(applied, bool)
         torch.randn(20_000_000).sum()
+
+
+@pytest.mark.parametrize("iterations", [1, 2, 3, 5])
+def test_fused_routing_matches_reference_values_and_gradients(iterations):
+    torch.manual_seed(iterations)
+    u_hat = torch.randn(3, 11, 4, 5, dtype=torch.float64, requires_grad=True)
+    upstream = torch.randn(3, 4, 5, dtype=torch.float64)
+    fused = fused_dynamic_routing(u_hat, iterations)
+    reference = dynamic_routing(u_hat, iterations)
+    torch.testing.assert_close(fused, reference)
+    (grad_fused,) = torch.autograd.grad(fused, u_hat, upstream)
+    (grad_reference,) = torch.autograd.grad(reference, u_hat, upstream)
+    torch.testing.assert_close(grad_fused, grad_reference)
+
+
+def test_fused_routing_gradcheck_float64():
+    u_hat = torch.randn(2, 6, 3, 4, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda u: fused_dynamic_routing(u, 3), (u_hat,))
+
+
+def test_fused_routing_checks_and_falls_back():
+    u_hat = torch.randn(2, 6, 3, 4)
+    v, c = fused_dynamic_routing(u_hat, 2, return_coupling=True)
+    torch.testing.assert_close(c.sum(-1), torch.ones(2, 6))
+    with pytest.raises(ValueError, match="iterations must be >= 1"):
+        fused_dynamic_routing(u_hat, 0)
+    with pytest.raises(ValueError, match="out_dim"):
+        fused_dynamic_routing(torch.randn(6, 3, 4), 2)
+    model = accelerate(CapsNet(CapsNetConfig(conv_channels=8, primary_channels=2)), "cpu")
+    assert model.digits.routing_function is fused_dynamic_routing

@@ -1,0 +1,187 @@
+"""Where a training step's time goes, part by part, on the step's real timeline.
+
+Hooks on the model's four parts stamp the time when each part's forward and backward
+begins; on a GPU every stamp first waits for the device, so each interval holds the
+work of one part. The intervals add up to the instrumented step:
+
+    data → conv1 → primary capsules → digit capsules (votes + routing) → decoder
+    → losses → backward in reverse order → optimizer
+
+The step is also timed without hooks; on a GPU the difference is what waiting at every
+stamp costs, a measure of how much the uninstrumented step overlaps launches and work.
+
+    python -m benchmarks.breakdown --device cpu --batch-size 64
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import statistics
+import sys
+import time
+from collections import defaultdict
+
+import torch
+
+from capsnotes import CapsNet, margin_loss, reconstruction_loss
+from capsnotes.data import batches, data_root, load_dataset
+from capsnotes.fast import accelerate, retain_freed_memory
+from capsnotes.flops import training_flops_per_image
+from capsnotes.train import device_name, resolve_device
+
+#: timeline segment → the part of the model it is charged to
+PARTS = {
+    "data": "data",
+    "conv1 forward": "conv1",
+    "conv1 backward": "conv1",
+    "primary forward": "primary capsules",
+    "primary backward": "primary capsules",
+    "digits forward": "digit capsules (votes + routing)",
+    "digits backward": "digit capsules (votes + routing)",
+    "decoder forward": "decoder + losses",
+    "losses": "decoder + losses",
+    "decoder backward": "decoder + losses",
+    "optimizer": "optimizer",
+}
+
+
+class Timeline:
+    """Time stamps of named segments; each segment lasts until the next stamp."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.stamps: list[tuple[str, float]] = []
+        self.enabled = False
+
+    def stamp(self, name: str) -> None:
+        if not self.enabled:
+            return
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        self.stamps.append((name, time.perf_counter()))
+
+    def segments(self) -> dict[str, float]:
+        totals: dict[str, float] = defaultdict(float)
+        for (name, start), (_, end) in zip(self.stamps, self.stamps[1:], strict=False):
+            totals[name] += end - start
+        return dict(totals)
+
+
+def instrument(model: CapsNet, timeline: Timeline) -> None:
+    parts = {
+        "conv1": model.conv1,
+        "primary": model.primary,
+        "digits": model.digits,
+        "decoder": model.decoder,
+    }
+    for name, module in parts.items():
+        module.register_forward_pre_hook(lambda *_, n=name: timeline.stamp(f"{n} forward"))
+        module.register_full_backward_pre_hook(lambda *_, n=name: timeline.stamp(f"{n} backward"))
+
+
+def breakdown(device: torch.device, batch_size: int, repeats: int, root=None) -> dict:
+    data = load_dataset("mnist", train=True, root=root, download=False).to(device)
+    torch.manual_seed(0)
+    model = accelerate(CapsNet().to(device), device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    generator = torch.Generator(device=device).manual_seed(0)
+    autocast = (
+        torch.autocast("cuda", dtype=torch.bfloat16)
+        if device.type == "cuda"
+        else contextlib.nullcontext()
+    )
+    timeline = Timeline(device)
+    instrument(model, timeline)
+
+    def step() -> None:
+        timeline.stamp("data")
+        images, labels = next(
+            batches(data, batch_size, shuffle=True, max_shift=2, generator=generator)
+        )
+        with autocast:
+            out = model(images, labels)
+        timeline.stamp("losses")
+        loss = margin_loss(out.capsules.float(), labels) + reconstruction_loss(
+            out.reconstructions.float(), images
+        )
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        timeline.stamp("optimizer")
+        optimizer.step()
+        timeline.stamp("end")
+
+    def timed(instrumented: bool) -> float:
+        timeline.enabled = instrumented
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        started = time.perf_counter()
+        step()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        return time.perf_counter() - started
+
+    memory = retain_freed_memory() if device.type == "cpu" else contextlib.nullcontext()
+    with memory:
+        for _ in range(2):
+            timed(False)  # warm up
+        plain = statistics.median(timed(False) for _ in range(repeats))
+        per_part: dict[str, list[float]] = defaultdict(list)
+        steps = []
+        for _ in range(repeats):
+            timeline.stamps.clear()
+            steps.append(timed(True))
+            charged: dict[str, float] = defaultdict(float)
+            for segment, seconds in timeline.segments().items():
+                charged[PARTS[segment]] += seconds
+            for part, seconds in charged.items():
+                per_part[part].append(seconds)
+    timeline.enabled = False
+    return {
+        "device": device_name(device),
+        "torch": torch.__version__,
+        "batch_size": batch_size,
+        "step_seconds": plain,
+        "instrumented_step_seconds": statistics.median(steps),
+        "parts_seconds": {part: statistics.median(v) for part, v in per_part.items()},
+    }
+
+
+def print_breakdown(result: dict) -> None:
+    step, batch = result["step_seconds"], result["batch_size"]
+    print(
+        f"{result['device']}, batch {batch}: {1000 * step:.1f} ms per step "
+        f"({batch / step:.1f} images/s); instrumented "
+        f"{1000 * result['instrumented_step_seconds']:.1f} ms"
+    )
+    total = sum(result["parts_seconds"].values())
+    for name, seconds in sorted(result["parts_seconds"].items(), key=lambda kv: -kv[1]):
+        print(f"  {name:34s} {1000 * seconds:8.1f} ms  {seconds / total:6.1%}")
+    flops = training_flops_per_image() * batch
+    print(f"  arithmetic rate: {flops / step / 1e12:.3f} TFLOP/s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.breakdown", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--batch-size", type=int, default=None)
+    parser.add_argument("--repeats", type=int, default=None)
+    parser.add_argument("--data-root", default=None)
+    parser.add_argument("--json", metavar="PATH", help="also write the result as JSON")
+    args = parser.parse_args(argv)
+    device = resolve_device(args.device)
+    batch_size = args.batch_size or (128 if device.type == "cuda" else 64)
+    repeats = args.repeats or (50 if device.type == "cuda" else 5)
+    result = breakdown(device, batch_size, repeats, data_root(args.data_root))
+    print_breakdown(result)
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump(result, out, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
