@@ -14,9 +14,12 @@ Adam. Rounds alternate between them, and the median of the rounds is reported:
               fast paths capsnotes.train uses on this device (capsnotes.fast; bf16
               autocast on CUDA).
 
-On a CPU a third row, "baseline + retained memory", runs the baseline with the one
-process-wide setting capsnotes uses (glibc keeps freed memory), to show how much of the
-difference that setting alone makes.
+Further rows (skip them with --no-ablation) switch capsnotes' fast paths on one at a
+time, from the reference code to the full trainer path, and on a CPU run the baseline
+with the one process-wide setting capsnotes uses there (glibc keeps freed memory), to
+show how much of the difference that setting alone makes. The command then measures the
+device's matrix-multiply rate, reports the achieved arithmetic rate against it, and
+breaks a capsnotes step down by part (benchmarks/breakdown.py).
 
 --train PROFILE then runs ``capsnotes.train.train`` with that profile in the same
 process, and --record NAME writes benchmarks/results/NAME.json with the device, torch
@@ -39,9 +42,11 @@ from pathlib import Path
 import torch
 
 from benchmarks.baseline import BaselineCapsNet, baseline_loss
-from capsnotes import CapsNet, margin_loss, reconstruction_loss
+from benchmarks.breakdown import breakdown, print_breakdown
+from capsnotes import CapsNet, dynamic_routing, margin_loss, reconstruction_loss
 from capsnotes.data import batches, data_root, load_dataset
-from capsnotes.fast import accelerate, retain_freed_memory
+from capsnotes.fast import accelerate, fused_dynamic_routing, retain_freed_memory
+from capsnotes.flops import training_flops_per_image
 from capsnotes.train import device_name, profile, resolve_device, train
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -91,11 +96,23 @@ def baseline_stepper(device: torch.device, batch_size: int, root: Path) -> Calla
     return run
 
 
-def capsnotes_stepper(device: torch.device, batch_size: int, root: Path) -> Callable[[int], None]:
-    """capsnotes as its trainer runs it on this device."""
+def capsnotes_stepper(
+    device: torch.device,
+    batch_size: int,
+    root: Path,
+    fast_conv: bool = True,
+    fast_routing: bool = True,
+) -> Callable[[int], None]:
+    """capsnotes as its trainer runs it on this device. For the ablation rows,
+    ``fast_conv=False`` keeps the device-specific paths of capsnotes.fast.accelerate off
+    (on a CPU: the convolutions as matmul) and ``fast_routing=False`` routes with the
+    reference dynamic_routing."""
     data = load_dataset("mnist", train=True, root=root, download=False).to(device)
     torch.manual_seed(0)
-    model = accelerate(CapsNet().to(device), device)
+    model = CapsNet().to(device)
+    if fast_conv:
+        accelerate(model, device)  # every fast path for this device
+    model.digits.routing_function = fused_dynamic_routing if fast_routing else dynamic_routing
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     generator = torch.Generator(device=device).manual_seed(0)
     iterator: Iterator = iter(())
@@ -144,20 +161,39 @@ def time_steps(
 
 
 def compare(
-    device: torch.device, batch_size: int, steps: int, rounds: int, warmup: int, root: Path
+    device: torch.device,
+    batch_size: int,
+    steps: int,
+    rounds: int,
+    warmup: int,
+    root: Path,
+    ablation: bool,
 ) -> dict:
+    on_cpu = device.type == "cpu"
+    retained = retain_freed_memory if on_cpu else contextlib.nullcontext
+    plain = contextlib.nullcontext
     contenders = {
-        "baseline": (baseline_stepper(device, batch_size, root), contextlib.nullcontext),
-        "capsnotes": (
-            capsnotes_stepper(device, batch_size, root),
-            retain_freed_memory if device.type == "cpu" else contextlib.nullcontext,
-        ),
+        "baseline": (baseline_stepper(device, batch_size, root), plain),
+        "capsnotes": (capsnotes_stepper(device, batch_size, root), retained),
     }
-    if device.type == "cpu":
-        contenders["baseline + retained memory"] = (
-            baseline_stepper(device, batch_size, root),
-            retain_freed_memory,
+    if ablation:
+        contenders["capsnotes, reference code only"] = (
+            capsnotes_stepper(device, batch_size, root, fast_conv=False, fast_routing=False),
+            plain,
         )
+        contenders["  + fused routing backward"] = (
+            capsnotes_stepper(device, batch_size, root, fast_conv=False),
+            plain,
+        )
+        if on_cpu:
+            contenders["  + convolutions as matmul"] = (
+                capsnotes_stepper(device, batch_size, root),
+                plain,
+            )
+            contenders["baseline + retained memory"] = (
+                baseline_stepper(device, batch_size, root),
+                retained,
+            )
     for run, _ in contenders.values():
         run(warmup)
     seconds: dict[str, list[float]] = {name: [] for name in contenders}
@@ -175,15 +211,35 @@ def compare(
     return rows
 
 
+def matmul_peak(device: torch.device) -> dict:
+    """The device's measured matrix-multiply rate: float32 on a CPU, bf16 on a GPU."""
+    size, dtype = (8192, torch.bfloat16) if device.type == "cuda" else (2048, torch.float32)
+    a = torch.randn(size, size, device=device, dtype=dtype)
+    b = torch.randn(size, size, device=device, dtype=dtype)
+    times = []
+    for _ in range(8 if device.type == "cuda" else 4):
+        synchronize(device)
+        started = time.perf_counter()
+        a @ b
+        synchronize(device)
+        times.append(time.perf_counter() - started)
+    seconds = statistics.median(times[1:])
+    return {
+        "dtype": str(dtype).removeprefix("torch."),
+        "size": size,
+        "tflops": 2 * size**3 / seconds / 1e12,
+    }
+
+
 def print_table(rows: dict, device: str, batch_size: int) -> None:
     base = rows["baseline"]["images_per_second"]
     print(
-        f"\n{'implementation':28s} {'device':34s} {'batch':>5s} {'train img/s':>11s} "
+        f"\n{'implementation':32s} {'device':28s} {'batch':>5s} {'train img/s':>11s} "
         f"{'s/epoch':>8s} {'ratio':>6s}"
     )
     for name, row in rows.items():
         print(
-            f"{name:28s} {device[:34]:34s} {batch_size:5d} {row['images_per_second']:11.1f} "
+            f"{name:32s} {device[:28]:28s} {batch_size:5d} {row['images_per_second']:11.1f} "
             f"{row['seconds_per_epoch']:8.1f} {row['images_per_second'] / base:6.2f}"
         )
 
@@ -200,6 +256,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=None)
     parser.add_argument("--data-root", default=None)
+    parser.add_argument(
+        "--no-ablation",
+        action="store_true",
+        help="time only baseline and capsnotes, not the steps in between",
+    )
     parser.add_argument("--train", metavar="PROFILE", help="also run capsnotes.train with PROFILE")
     parser.add_argument("--record", metavar="NAME", help="write benchmarks/results/NAME.json")
     args = parser.parse_args(argv)
@@ -212,8 +273,18 @@ def main(argv: list[str] | None = None) -> int:
     root = data_root(args.data_root)
     name = device_name(device)
     started = time.perf_counter()
-    rows = compare(device, batch_size, steps, args.rounds, warmup, root)
+    rows = compare(device, batch_size, steps, args.rounds, warmup, root, not args.no_ablation)
     print_table(rows, name, batch_size)
+    peak = matmul_peak(device)
+    parts = breakdown(device, batch_size, repeats=50 if device.type == "cuda" else 5, root=root)
+    flops = training_flops_per_image()
+    achieved = flops * rows["capsnotes"]["images_per_second"] / 1e12
+    print(
+        f"\n{flops / 1e9:.3f} GFLOP per training image: {achieved:.3f} TFLOP/s achieved, "
+        f"{achieved / peak['tflops']:.1%} of the measured {peak['dtype']} matrix-multiply "
+        f"rate ({peak['tflops']:.2f} TFLOP/s)\n"
+    )
+    print_breakdown(parts)
 
     record = {
         "device": name,
@@ -229,6 +300,10 @@ def main(argv: list[str] | None = None) -> int:
         "speedup_vs_baseline": rows["capsnotes"]["images_per_second"]
         / rows["baseline"]["images_per_second"],
         "rows": rows,
+        "flops_per_training_image": flops,
+        "achieved_tflops": achieved,
+        "matmul_peak": peak,
+        "breakdown": parts,
         "comparison_seconds": time.perf_counter() - started,
         "test_accuracy": None,
         "wall_seconds": None,

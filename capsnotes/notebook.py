@@ -13,6 +13,7 @@ model without training twice.
 from __future__ import annotations
 
 import inspect
+import textwrap
 import json
 import os
 from dataclasses import dataclass
@@ -55,7 +56,7 @@ def show_source(obj: Any) -> SourceCode:
     except ValueError:
         shown = path.name
     location = f"{shown}, lines {start}-{start + len(lines) - 1}"
-    return SourceCode(location, "".join(lines).rstrip("\n"))
+    return SourceCode(location, textwrap.dedent("".join(lines)).rstrip("\n"))
 
 
 def book_profile() -> str:
