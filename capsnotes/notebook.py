@@ -13,9 +13,9 @@ model without training twice.
 from __future__ import annotations
 
 import inspect
-import textwrap
 import json
 import os
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
