@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import torch
 from torch import Tensor, nn
@@ -24,7 +24,17 @@ from .digit_capsules import DigitCapsules
 from .primary_capsules import PrimaryCapsules, conv_output_size
 from .routing import check_iterations
 
-__all__ = ["CapsNet", "CapsNetConfig", "CapsNetOutput"]
+__all__ = ["CapsNet", "CapsNetConfig", "CapsNetOutput", "dataclass_from_dict"]
+
+Config = TypeVar("Config")
+
+
+def dataclass_from_dict(cls: type[Config], values: dict[str, Any]) -> Config:
+    """``cls(**values)`` for a configuration dataclass, refusing unknown keys by name."""
+    unknown = set(values) - {field.name for field in dataclasses.fields(cls)}
+    if unknown:
+        raise ValueError(f"unknown {cls.__name__} fields: {sorted(unknown)}")
+    return cls(**values)
 
 
 @dataclass(frozen=True)
@@ -78,11 +88,7 @@ class CapsNetConfig:
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> CapsNetConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(values) - known
-        if unknown:
-            raise ValueError(f"unknown CapsNetConfig fields: {sorted(unknown)}")
-        return cls(**values)
+        return dataclass_from_dict(cls, values)
 
 
 class CapsNetOutput(NamedTuple):

@@ -32,7 +32,7 @@ from .checkpoint import atomic_write_bytes, load_checkpoint, save_checkpoint
 from .data import ImageSet, batches, load_dataset
 from .fast import accelerate, retain_freed_memory
 from .losses import margin_loss, reconstruction_loss
-from .model import CapsNet, CapsNetConfig
+from .model import CapsNet, CapsNetConfig, dataclass_from_dict
 
 __all__ = [
     "PROFILES",
@@ -89,11 +89,7 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> TrainConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(values) - known
-        if unknown:
-            raise ValueError(f"unknown TrainConfig fields: {sorted(unknown)}")
-        return cls(**values)
+        return dataclass_from_dict(cls, values)
 
     def key(self) -> str:
         """A short hash of the configuration: equal configurations, equal keys."""

@@ -119,3 +119,19 @@ def test_fused_routing_checks_and_falls_back():
         fused_dynamic_routing(torch.randn(6, 3, 4), 2)
     model = accelerate(CapsNet(CapsNetConfig(conv_channels=8, primary_channels=2)), "cpu")
     assert model.digits.routing_function is fused_dynamic_routing
+
+
+def test_fused_routing_handles_mixed_precision_like_the_reference():
+    # bf16 votes under autocast: values and gradients close to the reference's
+    torch.manual_seed(0)
+    u_hat = (0.1 * torch.randn(2, 40, 5, 8)).bfloat16().requires_grad_()
+    upstream = torch.randn(2, 5, 8)
+    results = []
+    for routing in (fused_dynamic_routing, dynamic_routing):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            v = routing(u_hat, 3)
+        (grad,) = torch.autograd.grad(v.float(), u_hat, upstream)
+        assert grad.dtype == u_hat.dtype and torch.isfinite(grad).all()
+        results.append((v.float(), grad.float()))
+    torch.testing.assert_close(results[0][0], results[1][0], atol=2e-2, rtol=2e-2)
+    torch.testing.assert_close(results[0][1], results[1][1], atol=2e-2, rtol=5e-2)
