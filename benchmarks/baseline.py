@@ -43,7 +43,7 @@ class BaselineCapsNet(nn.Module):
         p = self.primary(h).view(batch, 32, 8, 6, 6).permute(0, 1, 3, 4, 2)
         u = baseline_squash(p.reshape(batch, 1152, 8))
         u_hat = torch.einsum("ijkl,bil->bijk", self.W, u)  # [B, 1152, 10, 16]
-        b = torch.zeros(batch, 1152, 10, device=x.device)
+        b = torch.zeros(batch, 1152, 10, device=x.device, dtype=x.dtype)
         for r in range(self.iterations):
             c = F.softmax(b, dim=2)
             s = torch.einsum("bij,bijk->bjk", c, u_hat)

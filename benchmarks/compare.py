@@ -35,7 +35,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -57,6 +57,12 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def endless(epoch: Callable[[], Iterable]) -> Iterator:
+    """Batches from ``epoch()``, starting a new epoch whenever one runs out."""
+    while True:
+        yield from epoch()
+
+
 def baseline_stepper(device: torch.device, batch_size: int, root: Path) -> Callable[[int], None]:
     """The baseline: a torchvision DataLoader and a plain float32 model."""
     import torchvision
@@ -75,16 +81,11 @@ def baseline_stepper(device: torch.device, batch_size: int, root: Path) -> Calla
     torch.manual_seed(0)
     model = BaselineCapsNet().to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    iterator: Iterator = iter(loader)
+    stream = endless(lambda: loader)
 
     def run(steps: int) -> None:
-        nonlocal iterator
         for _ in range(steps):
-            try:
-                x, y = next(iterator)
-            except StopIteration:
-                iterator = iter(loader)
-                x, y = next(iterator)
+            x, y = next(stream)
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             v, recon = model(x, y)
             loss = baseline_loss(v, recon, x, y)
@@ -115,7 +116,11 @@ def capsnotes_stepper(
     model.digits.routing_function = fused_dynamic_routing if fast_routing else dynamic_routing
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     generator = torch.Generator(device=device).manual_seed(0)
-    iterator: Iterator = iter(())
+    stream = endless(
+        lambda: batches(
+            data, batch_size, shuffle=True, max_shift=2, generator=generator, drop_last=True
+        )
+    )
     autocast = (
         torch.autocast("cuda", dtype=torch.bfloat16)
         if device.type == "cuda"
@@ -123,15 +128,8 @@ def capsnotes_stepper(
     )
 
     def run(steps: int) -> None:
-        nonlocal iterator
         for _ in range(steps):
-            try:
-                images, labels = next(iterator)
-            except StopIteration:
-                iterator = batches(
-                    data, batch_size, shuffle=True, max_shift=2, generator=generator, drop_last=True
-                )
-                images, labels = next(iterator)
+            images, labels = next(stream)
             with autocast:
                 out = model(images, labels)
             loss = margin_loss(out.capsules.float(), labels) + reconstruction_loss(
