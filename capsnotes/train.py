@@ -297,13 +297,16 @@ def train(
         model.load_state_dict(previous.model_state)
         optimizer.load_state_dict(previous.optimizer_state)
         scheduler.load_state_dict(previous.scheduler_state)
-        history["epochs"] = previous.metadata["history"]["epochs"]
+        history = previous.metadata["history"]
+    # Wall time of each call of train() that trained something; their sum is the run's.
+    sessions = history.setdefault("sessions", [])
     if fast:
         accelerate(model, device)
 
     memory = retain_freed_memory() if fast and device.type == "cpu" else contextlib.nullcontext()
     with memory:
-        for epoch in range(len(history["epochs"]) + 1, config.epochs + 1):
+        start_epoch = len(history["epochs"]) + 1
+        for epoch in range(start_epoch, config.epochs + 1):
             record = _train_epoch(model, optimizer, config, train_set, epoch, device, progress)
             scheduler.step()
             tested_at = time.perf_counter()
@@ -321,6 +324,11 @@ def train(
                 eval_seconds=time.perf_counter() - tested_at,
             )
             history["epochs"].append(record)
+            if epoch == start_epoch:
+                sessions.append(0.0)
+            sessions[-1] = time.perf_counter() - started
+            history["wall_seconds"] = sum(sessions)
+            history["test_accuracy"] = record["test_accuracy"]
             save_checkpoint(
                 checkpoint_path,
                 model.state_dict(),
@@ -332,10 +340,6 @@ def train(
             if on_epoch_end is not None:
                 on_epoch_end(record)
 
-    history["wall_seconds"] = time.perf_counter() - started
-    if history["epochs"]:
-        history["test_accuracy"] = history["epochs"][-1]["test_accuracy"]
-    _write_json(out_dir / "history.json", history)
     return TrainResult(model, history, out_dir)
 
 

@@ -67,9 +67,15 @@ def test_resume_after_interruption_gives_the_same_history(mnist_root, tmp_path):
     assert without_timing(resumed.history) == without_timing(whole.history)
     for name, value in whole.model.state_dict().items():
         assert torch.equal(resumed.model.state_dict()[name], value), name
-    # a finished run resumes to nothing new
+    # the whole run's wall time adds up the two calls that trained
+    assert len(whole.history["sessions"]) == 1 and len(resumed.history["sessions"]) == 2
+    assert resumed.history["wall_seconds"] == pytest.approx(sum(resumed.history["sessions"]))
+    # a finished run resumes to nothing new, and leaves its files alone
+    written = (tmp_path / "cut" / "history.json").read_text()
     again = train(config, tmp_path / "cut", data_root=mnist_root, progress=False)
     assert without_timing(again.history) == without_timing(whole.history)
+    assert again.history["sessions"] == resumed.history["sessions"]
+    assert (tmp_path / "cut" / "history.json").read_text() == written
 
 
 @pytest.mark.slow
