@@ -68,6 +68,7 @@ def baseline_stepper(device: torch.device, batch_size: int, root: Path) -> Calla
     import torchvision
     from torch.utils.data import DataLoader
 
+    load_dataset("mnist", train=True, root=root, download=False)  # unpacks *.gz, checks files
     dataset = torchvision.datasets.MNIST(
         str(root), train=True, download=False, transform=torchvision.transforms.ToTensor()
     )
