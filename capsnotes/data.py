@@ -15,7 +15,6 @@ from __future__ import annotations
 import gzip
 import os
 import shutil
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+
+from .checkpoint import atomic_write_bytes
 
 __all__ = [
     "DATASETS",
@@ -169,14 +170,7 @@ def _gunzip_idx_files(raw: Path) -> None:
         target, packed = raw / name, raw / f"{name}.gz"
         if target.exists() or not packed.exists():
             continue
-        handle, temporary = tempfile.mkstemp(dir=raw, prefix=f".{name}.", suffix=".tmp")
-        try:
-            with os.fdopen(handle, "wb") as out, gzip.open(packed, "rb") as source:
-                shutil.copyfileobj(source, out)
-            os.replace(temporary, target)
-        except BaseException:
-            os.unlink(temporary)
-            raise
+        atomic_write_bytes(target, gzip.decompress(packed.read_bytes()))
 
 
 def _download(dataset_class, name: str, root: Path, folder: Path, train: bool):  # noqa: ANN001, ANN202
