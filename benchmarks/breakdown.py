@@ -29,7 +29,7 @@ from capsnotes import CapsNet, margin_loss, reconstruction_loss
 from capsnotes.data import batches, data_root, load_dataset
 from capsnotes.fast import accelerate, retain_freed_memory
 from capsnotes.flops import training_flops_per_image
-from capsnotes.train import device_name, resolve_device
+from capsnotes.train import autocast_for, device_name, resolve_device
 
 #: timeline segment → the part of the model it is charged to
 PARTS = {
@@ -87,11 +87,7 @@ def breakdown(device: torch.device, batch_size: int, repeats: int, root=None) ->
     model = accelerate(CapsNet().to(device), device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     generator = torch.Generator(device=device).manual_seed(0)
-    autocast = (
-        torch.autocast("cuda", dtype=torch.bfloat16)
-        if device.type == "cuda"
-        else contextlib.nullcontext()
-    )
+    autocast = autocast_for(device)  # bf16 on CUDA, as the trainer
     timeline = Timeline(device)
     instrument(model, timeline)
 

@@ -47,7 +47,7 @@ from capsnotes import CapsNet, dynamic_routing, margin_loss, reconstruction_loss
 from capsnotes.data import batches, data_root, load_dataset
 from capsnotes.fast import accelerate, fused_dynamic_routing, retain_freed_memory
 from capsnotes.flops import training_flops_per_image
-from capsnotes.train import device_name, profile, resolve_device, train
+from capsnotes.train import autocast_for, device_name, profile, resolve_device, train
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -122,11 +122,7 @@ def capsnotes_stepper(
             data, batch_size, shuffle=True, max_shift=2, generator=generator, drop_last=True
         )
     )
-    autocast = (
-        torch.autocast("cuda", dtype=torch.bfloat16)
-        if device.type == "cuda"
-        else contextlib.nullcontext()
-    )
+    autocast = autocast_for(device)  # bf16 on CUDA, as the trainer
 
     def run(steps: int) -> None:
         for _ in range(steps):

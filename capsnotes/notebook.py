@@ -95,11 +95,18 @@ def trained_model(
         history = json.loads(history_path.read_text())
         if len(history.get("epochs", [])) == config.epochs and "wall_seconds" in history:
             checkpoint = load_checkpoint(out_dir / "checkpoint.safetensors")
-            model = CapsNet(config.model)
-            model.load_state_dict(checkpoint.model_state)
-            return TrainResult(model.to(device).eval(), history, out_dir)
+            return TrainResult(
+                _reference_model(config, checkpoint.model_state, device), history, out_dir
+            )
     result = train(config, out_dir, device=device, progress=progress)
     # Hand back the plain reference model (train() may have switched to fast variants).
+    return TrainResult(
+        _reference_model(config, result.model.state_dict(), device), result.history, out_dir
+    )
+
+
+def _reference_model(config: TrainConfig, state: dict[str, Any], device: torch.device) -> CapsNet:
+    """A plain :class:`CapsNet` holding ``state``, on ``device``, in evaluation mode."""
     model = CapsNet(config.model)
-    model.load_state_dict(result.model.state_dict())
-    return TrainResult(model.to(device).eval(), result.history, out_dir)
+    model.load_state_dict(state)
+    return model.to(device).eval()

@@ -38,6 +38,7 @@ __all__ = [
     "PROFILES",
     "TrainConfig",
     "TrainResult",
+    "autocast_for",
     "build_model",
     "default_profile",
     "evaluate",
@@ -155,7 +156,8 @@ def device_name(device: torch.device) -> str:
     return f"CPU: {model}, {torch.get_num_threads()} threads"
 
 
-def _autocast(device: torch.device, enabled: bool) -> contextlib.AbstractContextManager:
+def autocast_for(device: torch.device, enabled: bool = True) -> contextlib.AbstractContextManager:
+    """bf16 autocast on CUDA when ``enabled``; on other devices, nothing."""
     if enabled and device.type == "cuda":
         return torch.autocast("cuda", dtype=torch.bfloat16)
     return contextlib.nullcontext()
@@ -187,7 +189,7 @@ def evaluate(
     recon_total = torch.zeros((), device=device)
     kept: dict[str, list[Tensor]] = {"lengths": [], "predictions": [], "capsules": []}
     for images, labels in batches(data, batch_size):
-        with _autocast(device, mixed_precision):
+        with autocast_for(device, mixed_precision):
             out = model(images)
         count = labels.shape[0]
         margin_total += margin_loss(out.capsules.float(), labels) * count
@@ -371,7 +373,7 @@ def _train_epoch(
         leave=False,
     )
     for images, labels in bar:
-        with _autocast(device, config.mixed_precision):
+        with autocast_for(device, config.mixed_precision):
             out = model(images, labels)
         margin = margin_loss(out.capsules.float(), labels)
         recon = reconstruction_loss(
