@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import shlex
 import sys
 from collections.abc import Sequence
 
@@ -96,7 +97,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _train(args: argparse.Namespace) -> int:
+def _train(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from .train import default_profile, profile, train
 
     name = default_profile() if args.profile == "auto" else args.profile
@@ -126,6 +127,13 @@ def _train(args: argparse.Namespace) -> int:
         resume=not args.no_resume,
         progress=not args.no_progress,
         fast=not args.reference,
+        provenance={
+            "command": "python -m capsnotes " + shlex.join(argv),
+            "profile": name,
+            "overrides": overrides
+            | ({"routing_iterations": args.routing_iterations} if args.routing_iterations else {}),
+            "fast_paths": not args.reference,
+        },
     )
     history = result.history
     print(
@@ -167,10 +175,11 @@ def _profiles() -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
     try:
         if args.command == "train":
-            return _train(args)
+            return _train(args, argv)
         if args.command == "evaluate":
             return _evaluate(args)
         return _profiles()

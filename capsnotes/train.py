@@ -250,6 +250,7 @@ def train(
     progress: bool = True,
     fast: bool = True,
     on_epoch_end: Callable[[dict[str, Any]], None] | None = None,
+    provenance: dict[str, Any] | None = None,
 ) -> TrainResult:
     """Train a CapsNet with ``config``, saving into ``out_dir`` after every epoch.
 
@@ -263,6 +264,9 @@ def train(
         progress: show a tqdm progress bar.
         fast: use the tested fast paths of :mod:`capsnotes.fast`.
         on_epoch_end: called with each epoch's record after it is saved.
+        provenance: JSON-serialisable facts about how the run was started (the CLI passes
+            the exact command, the profile and its overrides); kept in the history as
+            ``history["provenance"]`` from the call that started the run.
     """
     started = time.perf_counter()
     device = resolve_device(device)
@@ -293,6 +297,7 @@ def train(
         "torch": torch.__version__,
         "capsnotes": __version__,
         "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "provenance": provenance or {},
         "epochs": [],
     }
     if previous is not None:

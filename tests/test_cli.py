@@ -91,6 +91,13 @@ def test_quick_profile_on_cpu_meets_its_targets(tmp_path, mnist_root):
     final = history["epochs"][-1]
     assert 0.92 <= final["test_accuracy"] <= 1.0
     assert elapsed <= 150, f"quick profile took {elapsed:.0f} s"
+    assert history["provenance"] == {
+        "command": f"python -m capsnotes train --profile quick --out {out} --device cpu "
+        "--no-progress",
+        "profile": "quick",
+        "overrides": {},
+        "fast_paths": True,
+    }
     assert sorted(p.name for p in out.iterdir()) == ["checkpoint.safetensors", "history.json"]
     scored = run(
         "evaluate",
