@@ -137,12 +137,15 @@ class CapsNet(nn.Module):
             config.decoder_hidden,
         )
 
+    def primary_capsules(self, images: Tensor) -> Tensor:
+        """Images ``[B, C, H, W]`` → primary capsules ``u`` ``[B, num_primary, primary_dim]``."""
+        self.check_images(images)
+        return self.primary(torch.relu(self.conv1(images)))
+
     def encode(self, images: Tensor, return_coupling: bool = False) -> Any:
         """Images ``[B, C, H, W]`` → digit capsules ``[B, num_classes, digit_dim]`` (and
         the last coupling coefficients ``[B, num_primary, num_classes]`` if asked)."""
-        self.check_images(images)
-        features = torch.relu(self.conv1(images))
-        return self.digits(self.primary(features), return_coupling=return_coupling)
+        return self.digits(self.primary_capsules(images), return_coupling=return_coupling)
 
     def forward(self, images: Tensor, labels: Tensor | None = None) -> CapsNetOutput:
         capsules = self.encode(images)

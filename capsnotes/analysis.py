@@ -1,0 +1,219 @@
+"""Measurements on a trained CapsNet that the chapters report.
+
+* :func:`routing_statistics` — how routing behaves on a whole test set: the accuracy
+  with ``r`` routing iterations at inference, and per iteration the entropy of the
+  coupling coefficients (chapter 3).
+* :func:`image_moments` and :func:`dimension_effects` — what each dimension of a digit
+  capsule does to the decoder's image, in measured units: ink, width, height, slant
+  and position (chapters 7 and 9, the paper's Figure 4).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from .data import ImageSet, batches
+from .model import CapsNet
+from .routing import dynamic_routing
+
+__all__ = [
+    "PROPERTIES",
+    "RoutingStatistics",
+    "dimension_effects",
+    "image_moments",
+    "perturb_dimensions",
+    "routing_statistics",
+]
+
+
+@dataclass
+class RoutingStatistics:
+    """What :func:`routing_statistics` measures over ``count`` images.
+
+    ``accuracy[r]`` is the fraction right when routing runs ``r`` iterations. For the
+    iterations ``t = 1, 2, ...`` (index ``t - 1``), the couplings ``c_i`` that
+    iteration uses, averaged over children and images:
+
+    * ``entropy`` — ``H(c_i) = -Σ_j c_ij log c_ij`` in nats (uniform: ``log classes``);
+    * ``weighted_entropy`` — the same, each child weighted by its length ``‖u_i‖``;
+    * ``top_coupling`` — ``max_j c_ij``, the share of a child's vote its favourite
+      parent gets.
+    """
+
+    count: int
+    classes: int
+    accuracy: dict[int, float]
+    entropy: list[float]
+    weighted_entropy: list[float]
+    top_coupling: list[float]
+
+    @property
+    def uniform_entropy(self) -> float:
+        return math.log(self.classes)
+
+
+@torch.no_grad()
+def routing_statistics(
+    model: CapsNet,
+    data: ImageSet,
+    iterations: Sequence[int] = (1, 2, 3, 5),
+    batch_size: int = 250,
+) -> RoutingStatistics:
+    """Route every image of ``data`` with each number of iterations in ``iterations``,
+    using ``model``'s votes (the model itself is not changed).
+
+    Routing is deterministic, so the couplings of iteration ``t`` are the last couplings
+    of a run with ``r = t``; every ``r`` up to ``max(iterations)`` is run once per batch.
+    """
+    if not iterations or any(isinstance(r, bool) or not isinstance(r, int) for r in iterations):
+        raise TypeError(f"iterations must be a non-empty sequence of ints, got {iterations!r}")
+    if min(iterations) < 1:
+        raise ValueError(f"routing iterations must be >= 1, got {sorted(iterations)}")
+    device = next(model.parameters()).device
+    deepest = max(iterations)
+    correct = dict.fromkeys(iterations, 0)
+    entropy = torch.zeros(deepest, dtype=torch.float64)
+    weighted = torch.zeros(deepest, dtype=torch.float64)
+    top = torch.zeros(deepest, dtype=torch.float64)
+    children = 0
+    weight_total = 0.0
+    for images, labels in batches(data.to(device), batch_size):
+        u = model.primary_capsules(images)  # [B, I, D_in]
+        u_hat = model.digits.votes(u)  # [B, I, O, D]
+        lengths = u.norm(dim=-1)  # [B, I]
+        for r in range(1, deepest + 1):
+            v, c = dynamic_routing(u_hat, r, return_coupling=True)
+            h = torch.special.entr(c).sum(dim=-1)  # [B, I]
+            entropy[r - 1] += h.sum().item()
+            weighted[r - 1] += (h * lengths).sum().item()
+            top[r - 1] += c.amax(dim=-1).sum().item()
+            if r in correct:
+                predictions = v.norm(dim=-1).argmax(dim=1)
+                correct[r] += (predictions == labels).sum().item()
+        children += lengths.numel()
+        weight_total += lengths.sum().item()
+    return RoutingStatistics(
+        count=len(data),
+        classes=model.config.num_classes,
+        accuracy={r: correct[r] / len(data) for r in sorted(correct)},
+        entropy=(entropy / children).tolist(),
+        weighted_entropy=(weighted / weight_total).tolist(),
+        top_coupling=(top / children).tolist(),
+    )
+
+
+#: The properties :func:`image_moments` measures, with their units.
+PROPERTIES: dict[str, str] = {
+    "ink": "total intensity (pixels' worth)",
+    "width": "pixels (√12 × the horizontal standard deviation)",
+    "height": "pixels (√12 × the vertical standard deviation)",
+    "slant": "pixels of lean over the height (positive: leans right, like /)",
+    "x": "pixels (centre of mass, rightwards)",
+    "y": "pixels (centre of mass, upwards)",
+}
+
+
+def image_moments(images: Tensor) -> dict[str, Tensor]:
+    """Shape measurements of images from their intensity moments.
+
+    ``images`` ``[N, 1, H, W]`` (or ``[N, H, W]``), non-negative → a dict of ``[N]``
+    tensors keyed by :data:`PROPERTIES`. Width and height are √12 standard deviations
+    of the ink along each axis (the length of an evenly inked bar with that spread);
+    slant is how far the ink's regression line of column on row leans over that height.
+    """
+    if images.dim() == 4:
+        if images.shape[1] != 1:
+            raise ValueError(f"expected one channel, got images of shape {tuple(images.shape)}")
+        images = images[:, 0]
+    if images.dim() != 3:
+        raise ValueError(f"expected images [N, 1, H, W] or [N, H, W], got {tuple(images.shape)}")
+    p = images.double().clamp_min(0)
+    height, width = p.shape[1:]
+    rows = torch.arange(height, dtype=p.dtype, device=p.device)[:, None]
+    cols = torch.arange(width, dtype=p.dtype, device=p.device)[None, :]
+    ink = p.sum(dim=(1, 2)).clamp_min(1e-12)
+
+    def mean(values: Tensor) -> Tensor:
+        return (p * values).sum(dim=(1, 2)) / ink
+
+    cx, cy = mean(cols), mean(rows)
+    dx = cols - cx[:, None, None]
+    dy = rows - cy[:, None, None]
+    var_x, var_y, cov = mean(dx**2), mean(dy**2), mean(dx * dy)
+    spread_y = math.sqrt(12) * var_y.sqrt()
+    # Column on row: x moves by cov/var_y per row down; over the height, leaning right
+    # means the top is further right, so the sign flips (rows count downwards).
+    slant = -cov / var_y.clamp_min(1e-12) * spread_y
+    return {
+        "ink": ink,
+        "width": math.sqrt(12) * var_x.sqrt(),
+        "height": spread_y,
+        "slant": slant,
+        "x": cx,
+        "y": (height - 1) - cy,
+    }
+
+
+@torch.no_grad()
+def perturb_dimensions(
+    model: CapsNet, capsule: Tensor, digit: int, offsets: Sequence[float]
+) -> Tensor:
+    """The paper's Figure 4 for one capsule: decode ``capsule`` (``[digit_dim]``, the
+    capsule of class ``digit``) with ``offsets[k]`` added to one dimension at a time.
+
+    Returns reconstructions ``[digit_dim, len(offsets), C, H, W]``.
+    """
+    config = model.config
+    if capsule.shape != (config.digit_dim,):
+        raise ValueError(
+            f"capsule must have shape [{config.digit_dim}], got {tuple(capsule.shape)}"
+        )
+    if not 0 <= digit < config.num_classes:
+        raise ValueError(f"digit must lie in [0, {config.num_classes}), got {digit}")
+    steps = torch.as_tensor(offsets, dtype=capsule.dtype, device=capsule.device)
+    dims = config.digit_dim
+    varied = capsule.repeat(dims, len(steps), 1)  # [dims, steps, dims]
+    varied[torch.arange(dims), :, torch.arange(dims)] += steps
+    full = capsule.new_zeros(dims * len(steps), config.num_classes, dims)
+    full[:, digit] = varied.view(-1, dims)
+    classes = torch.full((dims * len(steps),), digit, device=capsule.device)
+    pixels = model.decoder(full, classes)
+    return pixels.view(dims, len(steps), config.in_channels, config.image_size, config.image_size)
+
+
+def dimension_effects(
+    model: CapsNet, capsules: Tensor, digits: Tensor, offsets: Sequence[float]
+) -> dict[str, Tensor]:
+    """How each capsule dimension changes each measured property of the reconstruction.
+
+    For every capsule ``capsules[n]`` (``[N, digit_dim]``, of class ``digits[n]``) and
+    every dimension, the reconstructions at ``offsets`` are measured with
+    :func:`image_moments`, and a straight line is fitted to each property against the
+    offset. Returns, for each property of :data:`PROPERTIES` and for ``"pixels"`` (the
+    mean absolute change of a pixel between the first and last offset), a ``[N,
+    digit_dim]`` tensor: the slope per unit of offset (``"pixels"``: the change itself).
+    """
+    if capsules.dim() != 2 or digits.shape != capsules.shape[:1]:
+        raise ValueError(
+            f"capsules must be [N, dim] with digits [N], got {tuple(capsules.shape)} and "
+            f"{tuple(digits.shape)}"
+        )
+    steps = torch.as_tensor(offsets, dtype=torch.float64)
+    centred = steps - steps.mean()
+    results: dict[str, list[Tensor]] = {name: [] for name in (*PROPERTIES, "pixels")}
+    for capsule, digit in zip(capsules, digits.tolist(), strict=True):
+        grid = perturb_dimensions(model, capsule, digit, offsets)  # [dims, steps, 1, H, W]
+        dims = grid.shape[0]
+        moments = image_moments(grid.flatten(0, 1).cpu())
+        for name, values in moments.items():
+            values = values.view(dims, len(steps))
+            slope = (values * centred).sum(dim=1) / (centred**2).sum()
+            results[name].append(slope.float())
+        change = (grid[:, -1] - grid[:, 0]).abs().mean(dim=(1, 2, 3))
+        results["pixels"].append(change.float().cpu())
+    return {name: torch.stack(values) for name, values in results.items()}

@@ -1,0 +1,129 @@
+import math
+
+import pytest
+import torch
+
+from capsnotes import CapsNet, CapsNetConfig, dynamic_routing
+from capsnotes.analysis import (
+    PROPERTIES,
+    dimension_effects,
+    image_moments,
+    perturb_dimensions,
+    routing_statistics,
+)
+from capsnotes.data import ImageSet
+
+SMALL = CapsNetConfig(
+    conv_channels=8, primary_channels=2, primary_dim=4, digit_dim=4, decoder_hidden=(16, 16)
+)
+
+
+def small_model(seed=0):
+    torch.manual_seed(seed)
+    model = CapsNet(SMALL).eval()
+    with torch.no_grad():  # longer votes than at initialisation, so routing moves
+        model.digits.weight.mul_(300)
+    return model
+
+
+def tiny_set(count=20):
+    generator = torch.Generator().manual_seed(1)
+    images = torch.randint(0, 256, (count, 1, 28, 28), generator=generator, dtype=torch.uint8)
+    return ImageSet(images, torch.arange(count) % 10, tuple(str(k) for k in range(10)))
+
+
+def test_routing_statistics_match_a_direct_computation():
+    model, data = small_model(), tiny_set()
+    stats = routing_statistics(model, data, iterations=(1, 3), batch_size=7)
+    assert stats.count == 20 and sorted(stats.accuracy) == [1, 3]
+    assert len(stats.entropy) == len(stats.weighted_entropy) == len(stats.top_coupling) == 3
+    # Iteration 1 is uniform coupling: the entropy is exactly log(classes).
+    assert stats.entropy[0] == pytest.approx(math.log(10), rel=1e-6)
+    assert stats.top_coupling[0] == pytest.approx(0.1, rel=1e-6)
+    with torch.no_grad():
+        images = data.floats()
+        u = model.primary_capsules(images)
+        u_hat = model.digits.votes(u)
+        for r in (1, 2, 3):
+            v, c = dynamic_routing(u_hat, r, return_coupling=True)
+            h = -(c * c.log()).sum(-1)
+            w = u.norm(dim=-1)
+            assert stats.entropy[r - 1] == pytest.approx(h.mean().item(), rel=1e-5)
+            assert stats.weighted_entropy[r - 1] == pytest.approx(
+                ((h * w).sum() / w.sum()).item(), rel=1e-5
+            )
+            assert stats.top_coupling[r - 1] == pytest.approx(c.amax(-1).mean().item(), rel=1e-5)
+            if r in stats.accuracy:
+                right = (v.norm(dim=-1).argmax(1) == data.labels).float().mean().item()
+                assert stats.accuracy[r] == pytest.approx(right)
+    assert stats.entropy[2] < stats.entropy[0] - 1e-3  # agreement concentrates the couplings
+
+
+def test_routing_statistics_bad_iterations():
+    with pytest.raises(ValueError, match=">= 1"):
+        routing_statistics(small_model(), tiny_set(), iterations=(0, 2))
+    with pytest.raises(TypeError, match="sequence of ints"):
+        routing_statistics(small_model(), tiny_set(), iterations=())
+
+
+def test_image_moments_hand_computed():
+    images = torch.zeros(3, 1, 28, 28)
+    images[0, 0, 4:24, 10:12] = 1.0  # a vertical bar, 2 pixels wide, 20 tall
+    images[1, 0, 4:24, 15:17] = 1.0  # the same bar, 5 pixels to the right
+    for row in range(4, 24):  # a line leaning right: one pixel per two rows
+        images[2, 0, row, 10 + (23 - row) // 2] = 1.0
+    m = image_moments(images)
+    assert set(m) == set(PROPERTIES)
+    assert m["ink"].tolist() == pytest.approx([40, 40, 20])
+    assert m["x"].tolist() == pytest.approx([10.5, 15.5, 14.5])
+    assert m["y"][0].item() == pytest.approx(27 - 13.5)
+    # an evenly inked bar of 20 rows has variance (20² - 1) / 12
+    assert m["height"][0].item() == pytest.approx(math.sqrt(12 * (400 - 1) / 12))
+    assert m["width"][0].item() == pytest.approx(math.sqrt(12 * 0.25))
+    assert m["slant"][:2].tolist() == pytest.approx([0, 0], abs=1e-9)
+    assert m["slant"][2].item() > 8  # about 10 pixels of lean over 20 rows
+    assert image_moments(images.flip(-1))["slant"][2].item() == pytest.approx(-m["slant"][2])
+    with pytest.raises(ValueError, match="one channel"):
+        image_moments(torch.zeros(2, 3, 28, 28))
+
+
+def test_perturb_dimensions_is_the_loop_it_replaces():
+    model = small_model()
+    capsule = torch.randn(4) * 0.2
+    offsets = [-0.25, 0.0, 0.25]
+    grid = perturb_dimensions(model, capsule, 7, offsets)
+    assert grid.shape == (4, 3, 1, 28, 28)
+    with torch.no_grad():
+        for d in range(4):
+            for k, offset in enumerate(offsets):
+                full = torch.zeros(1, 10, 4)
+                full[0, 7] = capsule
+                full[0, 7, d] += offset
+                expected = model.decoder(full, torch.tensor([7])).view(1, 28, 28)
+                torch.testing.assert_close(grid[d, k], expected)
+    torch.testing.assert_close(grid[0, 1], grid[3, 1])  # offset 0 leaves the capsule alone
+    with pytest.raises(ValueError, match=r"shape \[4\]"):
+        perturb_dimensions(model, torch.zeros(16), 7, offsets)
+    with pytest.raises(ValueError, match=r"\[0, 10\)"):
+        perturb_dimensions(model, capsule, 10, offsets)
+
+
+def test_dimension_effects_are_least_squares_slopes():
+    model = small_model()
+    capsules = torch.randn(2, 4) * 0.2
+    digits = torch.tensor([3, 8])
+    offsets = [-0.2, -0.1, 0.0, 0.1, 0.2]
+    effects = dimension_effects(model, capsules, digits, offsets)
+    assert set(effects) == {*PROPERTIES, "pixels"}
+    assert all(v.shape == (2, 4) for v in effects.values())
+    grid = perturb_dimensions(model, capsules[1], 8, offsets)
+    design = torch.stack([torch.ones(5), torch.tensor(offsets)], dim=1).double()
+    for name in PROPERTIES:
+        values = image_moments(grid.flatten(0, 1))[name].view(4, 5)
+        for d in range(4):
+            fit = torch.linalg.lstsq(design, values[d][:, None]).solution
+            assert effects[name][1, d].item() == pytest.approx(fit[1, 0].item(), rel=1e-4, abs=1e-6)
+    change = (grid[:, -1] - grid[:, 0]).abs().mean(dim=(1, 2, 3))
+    torch.testing.assert_close(effects["pixels"][1], change)
+    with pytest.raises(ValueError, match="capsules must be"):
+        dimension_effects(model, capsules, digits[:1], offsets)
