@@ -3,13 +3,15 @@
 The public API the book and the tests use::
 
     squash, dynamic_routing, margin_loss, reconstruction_loss,
-    CapsNet, CapsNetConfig, CapsNetOutput, PrimaryCapsules, DigitCapsules, Decoder
+    CapsNet, CapsNetConfig, CapsNetOutput, PrimaryCapsules, DigitCapsules, Decoder,
+    load_pretrained (the book's trained model, shipped with the package)
 """
 
 from .decoder import Decoder, mask_capsules
 from .digit_capsules import DigitCapsules
 from .losses import margin_loss, reconstruction_loss
 from .model import CapsNet, CapsNetConfig, CapsNetOutput
+from .pretrained import load_pretrained
 from .primary_capsules import PrimaryCapsules
 from .routing import DynamicRouting, dynamic_routing
 from .squash import Squash, squash
@@ -26,6 +28,7 @@ __all__ = [
     "PrimaryCapsules",
     "Squash",
     "dynamic_routing",
+    "load_pretrained",
     "margin_loss",
     "mask_capsules",
     "reconstruction_loss",

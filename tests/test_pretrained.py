@@ -1,0 +1,217 @@
+"""The shipped trained model: it loads offline, an independent evaluator confirms its
+accuracy, and damaged, missing or mismatched files fail with errors that name them."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import struct
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from capsnotes import CapsNet, CapsNetConfig, load_pretrained
+from capsnotes.pretrained import WEIGHTS_DIR, file_sha256, pretrained_files, save_pretrained
+from capsnotes.train import profile, train
+from tests.conftest import REPO, make_tiny_dataset
+
+SMALL = CapsNetConfig(
+    conv_channels=8, primary_channels=2, primary_dim=4, digit_dim=4, decoder_hidden=(16, 16)
+)
+
+
+def read_idx(path: Path) -> np.ndarray:
+    """An IDX file as an array, read here without torchvision or capsnotes.data."""
+    data = path.read_bytes()
+    zero, kind, dims = struct.unpack(">HBB", data[:4])
+    assert zero == 0 and kind == 0x08, f"{path} is not an unsigned-byte IDX file"
+    shape = struct.unpack(f">{dims}I", data[4 : 4 + 4 * dims])
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
+
+
+def test_shipped_model_is_the_paper_model_with_its_provenance():
+    model, history = load_pretrained("mnist")
+    assert type(model) is CapsNet and not model.training
+    assert sum(p.numel() for p in model.parameters()) == 8_215_568
+    assert all(p.dtype == torch.float32 and p.device.type == "cpu" for p in model.parameters())
+    config = history["train_config"]
+    assert config["model"] == CapsNetConfig().to_dict() | {"decoder_hidden": [512, 1024]}
+    assert config["train_size"] is None and config["test_size"] is None
+    assert config["max_shift"] == 2
+    provenance = history["provenance"]
+    assert provenance["command"].startswith("python -m capsnotes train --profile paper")
+    assert provenance["profile"] == "paper"
+    assert history["device"] and history["torch"] and history["wall_seconds"] > 0
+    epochs = history["epochs"]
+    assert [e["epoch"] for e in epochs] == list(range(1, config["epochs"] + 1))
+    assert epochs[-1]["test_accuracy"] >= 0.995
+    shipped = history["shipped"]
+    weights, _ = pretrained_files("mnist")
+    assert shipped["sha256"] == file_sha256(weights)
+    assert weights.stat().st_size <= 40e6
+    assert abs(shipped["test_accuracy"] - epochs[-1]["test_accuracy"]) <= 0.001
+
+
+@pytest.mark.slow
+def test_an_independent_evaluator_confirms_the_accuracy(mnist_root):
+    """Own IDX reader, own loop: >= 99.5% on all 10,000 test images, within 0.1 point
+    of the accuracy the run recorded."""
+    raw = mnist_root / "MNIST" / "raw"
+    images = read_idx(raw / "t10k-images-idx3-ubyte")
+    labels = torch.from_numpy(read_idx(raw / "t10k-labels-idx1-ubyte").astype(np.int64))
+    assert images.shape == (10_000, 28, 28)
+    model, history = load_pretrained("mnist")
+    correct = 0
+    with torch.no_grad():
+        for start in range(0, 10_000, 500):
+            batch = torch.from_numpy(images[start : start + 500].astype(np.float32) / 255)
+            lengths = model.encode(batch[:, None]).norm(dim=-1)
+            correct += (lengths.argmax(dim=1) == labels[start : start + 500]).sum().item()
+    accuracy = correct / 10_000
+    assert accuracy >= 0.995
+    assert abs(accuracy - history["epochs"][-1]["test_accuracy"]) <= 0.001
+
+
+def test_the_wheel_carries_the_weights(tmp_path):
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(REPO),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert built.returncode == 0, built.stderr
+    (wheel,) = tmp_path.glob("capsnotes-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    for path in pretrained_files("mnist"):
+        assert f"capsnotes/weights/{path.name}" in names
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """A finished two-epoch run of a small model on a tiny IDX dataset."""
+    root = tmp_path_factory.mktemp("data")
+    make_tiny_dataset(root, train=24, test=10)
+    config = profile("quick", epochs=2, batch_size=8, train_size=None, test_size=None)
+    config = dataclasses.replace(config, model=SMALL)
+    out = tmp_path_factory.mktemp("run")
+    train(config, out, device="cpu", data_root=root, progress=False, provenance={"command": "x"})
+    return out, root
+
+
+def test_ship_and_load_round_trip(tiny_run, tmp_path):
+    run_dir, root = tiny_run
+    record = save_pretrained(run_dir, "mnist", folder=tmp_path, data_root=root)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mnist.json", "mnist.safetensors"]
+    model, history = load_pretrained("mnist", folder=tmp_path)
+    assert history == json.loads((tmp_path / "mnist.json").read_text()) == record
+    assert history["provenance"] == {"command": "x"}
+    assert history["shipped"]["dtype"] == "float16" and history["shipped"]["test_count"] == 10
+    trained = json.loads((run_dir / "history.json").read_text())
+    assert history["epochs"] == trained["epochs"]
+    assert model.config == SMALL and not model.training
+    trained_state = CapsNet(SMALL)
+    from capsnotes.checkpoint import load_checkpoint
+
+    trained_state.load_state_dict(load_checkpoint(run_dir).model_state)
+    for (name, shipped), original in zip(
+        model.state_dict().items(), trained_state.state_dict().values(), strict=True
+    ):
+        assert shipped.dtype == torch.float32, name
+        torch.testing.assert_close(shipped, original.half().float(), rtol=0, atol=0)
+
+
+def test_refusals_leave_the_shipped_files_untouched(tiny_run, tmp_path):
+    run_dir, root = tiny_run
+    save_pretrained(run_dir, "mnist", folder=tmp_path, data_root=root)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    with pytest.raises(ValueError, match="nothing was shipped"):
+        save_pretrained(run_dir, "mnist", folder=tmp_path, data_root=root, tolerance=-1.0)
+    with pytest.raises(ValueError, match="unknown pretrained model 'fashion'"):
+        save_pretrained(run_dir, "fashion", folder=tmp_path, data_root=root)
+    unfinished = tmp_path.parent / "unfinished"
+    shutil.copytree(run_dir, unfinished)
+    from capsnotes.checkpoint import load_checkpoint, save_checkpoint
+
+    checkpoint = load_checkpoint(unfinished)
+    checkpoint.metadata["history"]["epochs"].pop()
+    save_checkpoint(
+        unfinished / "checkpoint.safetensors", checkpoint.model_state, checkpoint.metadata
+    )
+    with pytest.raises(ValueError, match="1 of 2 epochs"):
+        save_pretrained(unfinished, "mnist", folder=tmp_path, data_root=root)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # no staging left
+
+
+def test_unknown_name_and_missing_files_are_named(tiny_run, tmp_path):
+    with pytest.raises(ValueError, match=r"expected one of \['mnist'\]"):
+        load_pretrained("cifar10")
+    with pytest.raises(FileNotFoundError, match="mnist.safetensors is missing"):
+        load_pretrained("mnist", folder=tmp_path)
+    run_dir, root = tiny_run
+    save_pretrained(run_dir, "mnist", folder=tmp_path, data_root=root)
+    (tmp_path / "mnist.json").unlink()
+    with pytest.raises(FileNotFoundError, match="mnist.json is missing"):
+        load_pretrained("mnist", folder=tmp_path)
+
+
+@pytest.mark.parametrize("damage", ["flip a weight byte", "truncate", "other run", "bad record"])
+def test_damaged_files_are_value_errors_naming_the_file(tiny_run, tmp_path, damage):
+    run_dir, root = tiny_run
+    save_pretrained(run_dir, "mnist", folder=tmp_path, data_root=root)
+    weights, record = pretrained_files("mnist", tmp_path)
+    if damage == "flip a weight byte":
+        data = bytearray(weights.read_bytes())
+        data[-5] ^= 0xFF
+        weights.write_bytes(bytes(data))
+        match = "mnist.safetensors does not match"
+    elif damage == "truncate":
+        weights.write_bytes(weights.read_bytes()[:1000])
+        match = "mnist.safetensors does not match"
+    elif damage == "other run":
+        # a consistent pair whose record describes a different model
+        values = json.loads(record.read_text())
+        values["train_config"]["model"]["digit_dim"] = 8
+        record.write_text(json.dumps(values))
+        match = "mnist.safetensors does not fit the model in mnist.json"
+    else:
+        record.write_text("{not json")
+        match = "mnist.json is not a readable provenance record"
+    with pytest.raises(ValueError, match=match):
+        load_pretrained("mnist", folder=tmp_path)
+
+
+def test_a_record_that_matches_damaged_tensors_is_still_caught(tiny_run, tmp_path):
+    """The checkpoint's own SHA-256 of its tensors catches what the record cannot: a
+    weights file altered and the record's file hash updated to match."""
+    run_dir, root = tiny_run
+    save_pretrained(run_dir, "mnist", folder=tmp_path, data_root=root)
+    weights, record = pretrained_files("mnist", tmp_path)
+    data = bytearray(weights.read_bytes())
+    data[-5] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    values = json.loads(record.read_text())
+    values["shipped"]["sha256"] = file_sha256(weights)
+    record.write_text(json.dumps(values))
+    with pytest.raises(ValueError, match="corrupted"):
+        load_pretrained("mnist", folder=tmp_path)
+
+
+def test_weights_folder_holds_only_shipped_models():
+    assert sorted(p.name for p in WEIGHTS_DIR.iterdir()) == ["mnist.json", "mnist.safetensors"]
