@@ -145,7 +145,7 @@ def _train(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from .checkpoint import load_checkpoint
+    from .checkpoint import load_checkpoint, load_model_state
     from .data import load_dataset
     from .model import CapsNet
     from .train import TrainConfig, evaluate, resolve_device
@@ -154,7 +154,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     config = TrainConfig.from_dict(checkpoint.metadata["train_config"])
     device = resolve_device(args.device)
     model = CapsNet(config.model)
-    model.load_state_dict(checkpoint.model_state)
+    load_model_state(model, checkpoint.model_state, checkpoint.path)
     model.to(device)
     test_set = load_dataset(config.dataset, False, args.data_root).subset(args.test_size, seed=0)
     scores = evaluate(model, test_set, args.batch_size, config.mixed_precision)

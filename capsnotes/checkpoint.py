@@ -28,6 +28,7 @@ __all__ = [
     "Checkpoint",
     "atomic_write_bytes",
     "load_checkpoint",
+    "load_model_state",
     "save_checkpoint",
 ]
 
@@ -148,6 +149,18 @@ def load_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
                 state.setdefault(int(index), {})[name] = value
         optimizer_state = {"state": state, "param_groups": optimizer_meta["param_groups"]}
     return Checkpoint(model_state, metadata, optimizer_state, scheduler_state, path)
+
+
+def load_model_state(model: torch.nn.Module, state: dict[str, Tensor], source: object) -> None:
+    """``model.load_state_dict(state)``, raising a ``ValueError`` that names ``source``
+    (the file the state came from) when the tensors do not fit the model."""
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as error:
+        detail = " ".join(str(error).split())
+        raise ValueError(
+            f"{source} does not fit a {type(model).__name__} built from its configuration: {detail}"
+        ) from None
 
 
 def _read_header(data: bytes) -> dict[str, str]:

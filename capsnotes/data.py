@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .checkpoint import atomic_write_bytes
+from .checks import check_positive_int
 
 __all__ = [
     "DATASETS",
@@ -78,8 +79,14 @@ class ImageSet:
     classes: tuple[str, ...]
 
     def __post_init__(self) -> None:
+        if not torch.is_tensor(self.images) or self.images.dtype != torch.uint8:
+            got = self.images.dtype if torch.is_tensor(self.images) else type(self.images).__name__
+            raise TypeError(f"images must be a uint8 tensor [N, C, H, W] (pixels 0-255), got {got}")
         if self.images.dim() != 4:
             raise ValueError(f"images must be [N, C, H, W], got {tuple(self.images.shape)}")
+        if not torch.is_tensor(self.labels) or self.labels.dtype != torch.int64:
+            got = self.labels.dtype if torch.is_tensor(self.labels) else type(self.labels).__name__
+            raise TypeError(f"labels must be an int64 tensor [N], got {got}")
         if self.labels.shape != (self.images.shape[0],):
             raise ValueError(
                 f"need one label per image: {self.images.shape[0]} images, "
@@ -98,10 +105,10 @@ class ImageSet:
 
     def subset(self, size: int | None, seed: int = 0) -> ImageSet:
         """A random subset of ``size`` images (all of them if ``size`` is None)."""
+        if size is not None:
+            check_positive_int("subset size", size)
         if size is None or size >= len(self):
             return self
-        if size < 1:
-            raise ValueError(f"subset size must be >= 1, got {size}")
         generator = torch.Generator().manual_seed(seed)
         keep = torch.randperm(len(self), generator=generator)[:size].to(self.device)
         return ImageSet(self.images[keep], self.labels[keep], self.classes)
@@ -205,6 +212,17 @@ def _missing_message(name: str, folder: Path, tried_download: bool) -> str:
     )
 
 
+def _check_shift(images: Tensor, max_shift: int) -> None:
+    if not torch.is_tensor(images):
+        raise TypeError(f"images must be a tensor [B, C, H, W], got {type(images).__name__}")
+    if images.dim() != 4:
+        raise ValueError(f"images must be a tensor [B, C, H, W], got shape {tuple(images.shape)}")
+    if isinstance(max_shift, bool) or not isinstance(max_shift, int):
+        raise TypeError(f"max_shift must be an int >= 0, got {type(max_shift).__name__}")
+    if max_shift < 0:
+        raise ValueError(f"max_shift must be >= 0, got {max_shift}")
+
+
 def random_shift(
     images: Tensor, max_shift: int, generator: torch.Generator | None = None
 ) -> Tensor:
@@ -213,10 +231,9 @@ def random_shift(
 
     ``images`` ``[B, C, H, W]`` → same shape, dtype and device.
     """
+    _check_shift(images, max_shift)
     if max_shift == 0:
         return images
-    if max_shift < 0:
-        raise ValueError(f"max_shift must be >= 0, got {max_shift}")
     batch, channels, height, width = images.shape
     padded = F.pad(images, (max_shift,) * 4)  # zeros all round
     offsets = torch.randint(
@@ -243,8 +260,9 @@ def batches(
 
     ``generator`` must live on that device too; it drives the shuffle and the shifts.
     """
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if not isinstance(data, ImageSet):
+        raise TypeError(f"data must be an ImageSet, got {type(data).__name__}")
+    check_positive_int("batch_size", batch_size)
     count = len(data)
     if shuffle:
         order = torch.randperm(count, generator=generator, device=data.device)

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 
 from torch import Tensor, nn
 
+from .checks import check_class_indices, check_float_tensor, check_positive_ints
+
 __all__ = ["Decoder", "mask_capsules"]
 
 
@@ -25,7 +27,9 @@ def mask_capsules(capsules: Tensor, classes: Tensor) -> Tensor:
     Returns:
         ``[B, num_classes * dim]``.
     """
+    check_float_tensor("capsules", capsules, "[batch, classes, dim]", dims=3)
     num_classes = capsules.shape[1]
+    check_class_indices("classes", classes, num_classes, batch=capsules.shape[0])
     keep = nn.functional.one_hot(classes, num_classes).to(capsules.dtype)  # [B, classes]
     return (capsules * keep.unsqueeze(-1)).flatten(1)
 
@@ -45,6 +49,9 @@ class Decoder(nn.Module):
         hidden: Sequence[int] = (512, 1024),
     ) -> None:
         super().__init__()
+        check_positive_ints(
+            num_classes=num_classes, capsule_dim=capsule_dim, output_size=output_size, hidden=hidden
+        )
         sizes = [num_classes * capsule_dim, *hidden]
         layers: list[nn.Module] = []
         for fan_in, fan_out in zip(sizes[:-1], sizes[1:], strict=True):

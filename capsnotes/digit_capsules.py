@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from .checks import check_float_tensor, check_positive_ints
 from .routing import check_iterations, dynamic_routing
 
 __all__ = ["DigitCapsules", "WEIGHT_INIT_STD"]
@@ -37,6 +38,7 @@ class DigitCapsules(nn.Module):
         iterations: int = 3,
     ) -> None:
         super().__init__()
+        check_positive_ints(in_caps=in_caps, in_dim=in_dim, out_caps=out_caps, out_dim=out_dim)
         self.in_caps, self.in_dim = in_caps, in_dim
         self.out_caps, self.out_dim = out_caps, out_dim
         self.iterations = check_iterations(iterations)
@@ -50,11 +52,7 @@ class DigitCapsules(nn.Module):
     def votes(self, u: Tensor) -> Tensor:
         """``û_{j|i} = W_ij u_i`` for all ``i, j``: ``[B, in_caps, in_dim]`` →
         ``[B, in_caps, out_caps, out_dim]``."""
-        if u.dim() != 3 or u.shape[1:] != (self.in_caps, self.in_dim):
-            raise ValueError(
-                f"expected capsules of shape [batch, {self.in_caps}, {self.in_dim}], "
-                f"got {tuple(u.shape)}"
-            )
+        check_float_tensor("u", u, shape=(None, self.in_caps, self.in_dim))
         return torch.einsum("ijdk,bik->bijd", self.weight, u)
 
     def forward(self, u: Tensor, return_coupling: bool = False) -> Tensor | tuple[Tensor, Tensor]:

@@ -5,27 +5,40 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from .checks import check_class_indices, check_float_tensor
+
 __all__ = ["margin_loss", "reconstruction_loss", "class_presence"]
 
 
-def class_presence(target: Tensor, num_classes: int, dtype: torch.dtype) -> Tensor:
+def class_presence(
+    target: Tensor, num_classes: int, dtype: torch.dtype, batch: int | None = None
+) -> Tensor:
     """``T_k``: 1 where class ``k`` is present, as ``[B, num_classes]`` of ``dtype``.
 
-    ``target`` is either class indices ``[B]`` (one class per image) or already a
-    presence matrix ``[B, num_classes]`` (several classes per image, as in MultiMNIST).
+    ``target`` is either class indices ``[B]`` (one class per image, each in
+    ``[0, num_classes)``) or already a presence matrix ``[B, num_classes]`` (several
+    classes per image, as in MultiMNIST). With ``batch``, ``B`` must equal it.
     """
     if not torch.is_tensor(target):
         raise TypeError(f"target must be a torch.Tensor, got {type(target).__name__}")
     if target.dim() == 1:
-        if target.dtype.is_floating_point or target.dtype == torch.bool:
-            raise TypeError(f"class indices must be an integer tensor, got {target.dtype}")
+        check_class_indices("target", target, num_classes, batch)
         return torch.nn.functional.one_hot(target.long(), num_classes).to(dtype)
-    if target.dim() == 2 and target.shape[1] == num_classes:
+    expected = (batch if batch is not None else target.shape[0], num_classes)
+    if target.dim() == 2 and tuple(target.shape) == expected and not target.is_complex():
         return target.to(dtype)
+    rows = "batch" if batch is None else batch
     raise ValueError(
-        f"target must be class indices [batch] or presence [batch, {num_classes}], "
+        f"target must be class indices [{rows}] or presence [{rows}, {num_classes}], "
         f"got shape {tuple(target.shape)}"
     )
+
+
+def _check_margins(m_pos: float, m_neg: float, lam: float) -> None:
+    if not 0 <= m_neg < m_pos:
+        raise ValueError(f"margins must satisfy 0 <= m_neg < m_pos, got {m_neg}, {m_pos}")
+    if not lam >= 0:
+        raise ValueError(f"lam must be >= 0, got {lam}")
 
 
 def margin_loss(
@@ -51,13 +64,9 @@ def margin_loss(
     Returns:
         A scalar tensor.
     """
-    if v.dim() != 3:
-        raise ValueError(f"v must have shape [batch, classes, dim], got {tuple(v.shape)}")
-    if target.shape[0] != v.shape[0]:
-        raise ValueError(f"target has {target.shape[0]} entries but v has a batch of {v.shape[0]}")
-    if not 0 <= m_neg < m_pos:
-        raise ValueError(f"margins must satisfy 0 <= m_neg < m_pos, got {m_neg}, {m_pos}")
-    present = class_presence(target, v.shape[1], v.dtype)
+    check_float_tensor("v", v, "[batch, classes, dim]", dims=3)
+    _check_margins(m_pos, m_neg, lam)
+    present = class_presence(target, v.shape[1], v.dtype, batch=v.shape[0])  # T_k
     lengths = torch.linalg.vector_norm(v, dim=-1)  # [B, classes]
     # Both hinge terms are squared: the gradient fades as a length reaches its margin.
     loss_present = present * torch.relu(m_pos - lengths).pow(2)
@@ -75,6 +84,9 @@ def reconstruction_loss(reconstructions: Tensor, images: Tensor, weight: float =
         reconstructions: ``[B, ...]`` with as many values per image as ``images``.
         images: ``[B, C, H, W]`` (or any ``[B, ...]``), pixels in ``[0, 1]``.
     """
+    check_float_tensor("reconstructions", reconstructions)
+    if not torch.is_tensor(images):
+        raise TypeError(f"images must be a torch.Tensor, got {type(images).__name__}")
     if reconstructions.shape[0] != images.shape[0]:
         raise ValueError(
             f"batch sizes differ: {reconstructions.shape[0]} reconstructions for "

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple, TypeVar
 import torch
 from torch import Tensor, nn
 
+from .checks import check_class_indices, check_float_tensor
 from .decoder import Decoder
 from .digit_capsules import DigitCapsules
 from .primary_capsules import PrimaryCapsules, conv_output_size
@@ -31,9 +32,12 @@ Config = TypeVar("Config")
 
 def dataclass_from_dict(cls: type[Config], values: dict[str, Any]) -> Config:
     """``cls(**values)`` for a configuration dataclass, refusing unknown keys by name."""
-    unknown = set(values) - {field.name for field in dataclasses.fields(cls)}
+    known = [field.name for field in dataclasses.fields(cls)]
+    unknown = set(values) - set(known)
     if unknown:
-        raise ValueError(f"unknown {cls.__name__} fields: {sorted(unknown)}")
+        raise ValueError(
+            f"unknown {cls.__name__} fields: {sorted(unknown)}; expected some of {known}"
+        )
     return cls(**values)
 
 
@@ -162,52 +166,14 @@ class CapsNet(nn.Module):
     def check_images(self, images: Tensor) -> None:
         """Raise ``TypeError``/``ValueError`` unless ``images`` is ``[B, C, H, W]`` floats."""
         cfg = self.config
-        expected = f"[batch, {cfg.in_channels}, {cfg.image_size}, {cfg.image_size}]"
-        if not torch.is_tensor(images):
-            raise TypeError(
-                f"images must be a torch.Tensor {expected}, got {type(images).__name__}"
-            )
-        if not images.is_floating_point():
-            raise TypeError(
-                f"images must be floating point (pixels in [0, 1]), got dtype {images.dtype}"
-            )
-        if images.dim() != 4 or images.shape[1:] != (
-            cfg.in_channels,
-            cfg.image_size,
-            cfg.image_size,
-        ):
-            raise ValueError(f"images must have shape {expected}, got {tuple(images.shape)}")
+        check_float_tensor(
+            "images",
+            images,
+            f"[batch, {cfg.in_channels}, {cfg.image_size}, {cfg.image_size}] (pixels in [0, 1])",
+            shape=(None, cfg.in_channels, cfg.image_size, cfg.image_size),
+        )
 
     def check_labels(self, labels: Tensor, batch: int) -> None:
-        """Raise unless ``labels`` is an integer tensor ``[batch]`` of valid classes.
-
-        The range check reads the values, which on an accelerator would make the host
-        wait for the device; there it is queued as an asynchronous device-side assert.
-        """
-        classes = self.config.num_classes
-        if (
-            not torch.is_tensor(labels)
-            or labels.dtype.is_floating_point
-            or labels.dtype
-            in (
-                torch.bool,
-                torch.complex64,
-                torch.complex128,
-            )
-        ):
-            raise TypeError("labels must be an integer tensor [batch] of class indices")
-        if labels.shape != (batch,):
-            raise ValueError(
-                f"labels must have shape [{batch}] (one per image), got {tuple(labels.shape)}"
-            )
-        if labels.device.type == "cpu":
-            if batch and (int(labels.min()) < 0 or int(labels.max()) >= classes):
-                raise ValueError(
-                    f"labels must lie in [0, {classes}), got values from "
-                    f"{int(labels.min())} to {int(labels.max())}"
-                )
-        else:
-            torch._assert_async(
-                ((labels >= 0) & (labels < classes)).all(),
-                f"labels must lie in [0, {classes})",
-            )
+        """Raise unless ``labels`` is an integer tensor ``[batch]`` of valid classes (see
+        :func:`capsnotes.checks.check_class_indices`)."""
+        check_class_indices("labels", labels, self.config.num_classes, batch)

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from .checkpoint import load_checkpoint
+from .checkpoint import load_checkpoint, load_model_state
 from .model import CapsNet
 from .train import TrainConfig, TrainResult, default_profile, profile, resolve_device, train
 
@@ -95,18 +95,18 @@ def trained_model(
         history = json.loads(history_path.read_text())
         if len(history.get("epochs", [])) == config.epochs and "wall_seconds" in history:
             checkpoint = load_checkpoint(out_dir / "checkpoint.safetensors")
-            return TrainResult(
-                _reference_model(config, checkpoint.model_state, device), history, out_dir
-            )
+            model = _reference_model(config, checkpoint.model_state, device, checkpoint.path)
+            return TrainResult(model, history, out_dir)
     result = train(config, out_dir, device=device, progress=progress)
     # Hand back the plain reference model (train() may have switched to fast variants).
-    return TrainResult(
-        _reference_model(config, result.model.state_dict(), device), result.history, out_dir
-    )
+    model = _reference_model(config, result.model.state_dict(), device, out_dir)
+    return TrainResult(model, result.history, out_dir)
 
 
-def _reference_model(config: TrainConfig, state: dict[str, Any], device: torch.device) -> CapsNet:
+def _reference_model(
+    config: TrainConfig, state: dict[str, Any], device: torch.device, source: object
+) -> CapsNet:
     """A plain :class:`CapsNet` holding ``state``, on ``device``, in evaluation mode."""
     model = CapsNet(config.model)
-    model.load_state_dict(state)
+    load_model_state(model, state, source)
     return model.to(device).eval()

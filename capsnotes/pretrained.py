@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from .checkpoint import atomic_write_bytes, load_checkpoint, save_checkpoint
+from .checkpoint import atomic_write_bytes, load_checkpoint, load_model_state, save_checkpoint
 from .model import CapsNet, CapsNetConfig
 
 __all__ = [
@@ -107,12 +107,7 @@ def load_pretrained(
     checkpoint = load_checkpoint(weights_path)  # checks the format and the tensor digest
     model = CapsNet(config)
     state = {key: value.float() for key, value in checkpoint.model_state.items()}
-    try:
-        model.load_state_dict(state)
-    except RuntimeError as error:
-        raise ValueError(
-            f"{weights_path} does not fit the model in {record_path.name}: {error}"
-        ) from None
+    load_model_state(model, state, f"{weights_path} (with its record {record_path.name})")
     return model.to("cpu" if device is None else device).eval(), history
 
 

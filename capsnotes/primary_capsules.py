@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
+from .checks import check_float_tensor, check_positive_ints
 from .squash import squash
 
 __all__ = ["PrimaryCapsules", "conv_output_size"]
@@ -43,6 +44,13 @@ class PrimaryCapsules(nn.Module):
         stride: int = 2,
     ) -> None:
         super().__init__()
+        check_positive_ints(
+            in_channels=in_channels,
+            capsule_channels=capsule_channels,
+            capsule_dim=capsule_dim,
+            kernel_size=kernel_size,
+            stride=stride,
+        )
         self.capsule_channels = capsule_channels
         self.capsule_dim = capsule_dim
         # One convolution computes every capsule's components at once: output channel
@@ -52,6 +60,7 @@ class PrimaryCapsules(nn.Module):
         )
 
     def forward(self, features: Tensor) -> Tensor:
+        check_float_tensor("features", features, shape=(None, self.conv.in_channels, None, None))
         maps = self.conv(features)  # [B, C*D, H', W']
         batch, _, height, width = maps.shape
         capsules = maps.view(batch, self.capsule_channels, self.capsule_dim, height, width)

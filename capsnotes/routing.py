@@ -8,9 +8,9 @@ iteration, moves each child's vote towards the parents whose output agrees with 
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor, nn
 
+from .checks import check_float_tensor
 from .squash import squash
 
 __all__ = ["dynamic_routing", "DynamicRouting", "check_iterations"]
@@ -50,12 +50,7 @@ def dynamic_routing(
         ``v`` of shape ``[batch, out_caps, out_dim]``, or ``(v, c)`` with ``c`` of shape
         ``[batch, in_caps, out_caps]`` where every ``c[b, i, :]`` sums to 1.
     """
-    if not torch.is_tensor(u_hat) or not u_hat.is_floating_point():
-        raise TypeError("u_hat must be a floating-point torch.Tensor")
-    if u_hat.dim() != 4:
-        raise ValueError(
-            f"u_hat must have shape [batch, in_caps, out_caps, out_dim], got {tuple(u_hat.shape)}"
-        )
+    check_float_tensor("u_hat", u_hat, "[batch, in_caps, out_caps, out_dim]", dims=4)
     check_iterations(iterations)
     batch, in_caps, out_caps, _ = u_hat.shape
 

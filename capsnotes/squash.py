@@ -11,6 +11,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from .checks import check_float_tensor, check_positive_number
+
 __all__ = ["squash", "Squash", "DEFAULT_EPS"]
 
 #: Added to the squared length under the square root, so that the zero vector has a
@@ -33,12 +35,8 @@ def squash(s: Tensor, dim: int = -1, eps: float = DEFAULT_EPS) -> Tensor:
         ``v`` with the shape, dtype and device of ``s``; ``v`` points along ``s`` and
         ``‖v‖ < 1``.
     """
-    if not torch.is_tensor(s):
-        raise TypeError(f"squash expects a torch.Tensor, got {type(s).__name__}")
-    if not s.is_floating_point():
-        raise TypeError(f"squash expects a floating-point tensor, got dtype {s.dtype}")
-    if eps <= 0:
-        raise ValueError(f"eps must be positive, got {eps}")
+    check_float_tensor("s", s)
+    check_positive_number("eps", eps)
     squared_length = s.pow(2).sum(dim=dim, keepdim=True)
     # ‖s‖²/(1+‖s‖²) shrinks the length into [0, 1); dividing by ‖s‖ makes s a unit vector.
     scale = squared_length / (1.0 + squared_length) / torch.sqrt(squared_length + eps)

@@ -28,8 +28,9 @@ from torch import Tensor
 from tqdm import tqdm
 
 from . import __version__
-from .checkpoint import atomic_write_bytes, load_checkpoint, save_checkpoint
-from .data import ImageSet, batches, load_dataset
+from .checkpoint import atomic_write_bytes, load_checkpoint, load_model_state, save_checkpoint
+from .checks import check_positive_int, check_positive_number
+from .data import DATASETS, ImageSet, batches, load_dataset
 from .fast import accelerate, retain_freed_memory
 from .losses import margin_loss, reconstruction_loss
 from .model import CapsNet, CapsNetConfig, dataclass_from_dict
@@ -78,12 +79,23 @@ class TrainConfig:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ValueError(f"{name} must be None or a positive int, got {value!r}")
-        if not self.learning_rate > 0:
-            raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
+        check_positive_number("learning_rate", self.learning_rate)
         if not 0 < self.lr_decay <= 1:
             raise ValueError(f"lr_decay must lie in (0, 1], got {self.lr_decay}")
+        if isinstance(self.max_shift, bool) or not isinstance(self.max_shift, int):
+            raise TypeError(f"max_shift must be an int >= 0, got {self.max_shift!r}")
         if self.max_shift < 0:
             raise ValueError(f"max_shift must be >= 0, got {self.max_shift}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise TypeError(f"seed must be an int, got {self.seed!r}")
+        if not self.reconstruction_weight >= 0:
+            raise ValueError(
+                f"reconstruction_weight must be >= 0, got {self.reconstruction_weight}"
+            )
+        if self.dataset not in DATASETS:
+            raise ValueError(
+                f"unknown dataset {self.dataset!r}; expected one of {sorted(DATASETS)}"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -115,7 +127,7 @@ def profile(name: str, **overrides: Any) -> TrainConfig:
     """The predefined configuration ``name`` with some fields replaced."""
     if name not in PROFILES:
         raise ValueError(f"unknown profile {name!r}; expected one of {sorted(PROFILES)}")
-    return dataclasses.replace(PROFILES[name], **overrides)
+    return TrainConfig.from_dict(PROFILES[name].to_dict() | overrides)
 
 
 def default_profile() -> str:
@@ -127,7 +139,12 @@ def resolve_device(device: torch.device | str | None = None) -> torch.device:
     """``None`` or ``"auto"``: the GPU if there is one, else the CPU."""
     if device is None or device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(device)
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError) as error:
+        raise ValueError(
+            f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}: {error}"
+        ) from None
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError("device 'cuda' was asked for, but PyTorch sees no CUDA GPU")
     return device
@@ -180,6 +197,7 @@ def evaluate(
     ``[N, classes]``, ``predictions`` ``[N]`` and ``capsules`` ``[N, classes, dim]`` on the
     CPU.
     """
+    check_positive_int("batch_size", batch_size)
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
@@ -301,7 +319,7 @@ def train(
         "epochs": [],
     }
     if previous is not None:
-        model.load_state_dict(previous.model_state)
+        load_model_state(model, previous.model_state, checkpoint_path)
         optimizer.load_state_dict(previous.optimizer_state)
         scheduler.load_state_dict(previous.scheduler_state)
         history = previous.metadata["history"]

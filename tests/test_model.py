@@ -124,7 +124,7 @@ def test_bad_images():
         model(torch.rand(2, 3, 28, 28))
     with pytest.raises(ValueError, match=r"\[batch, 1, 28, 28\]"):
         model(torch.rand(2, 1, 32, 32))
-    with pytest.raises(TypeError, match="floating point"):
+    with pytest.raises(TypeError, match="floating-point"):
         model(torch.zeros(2, 1, 28, 28, dtype=torch.uint8))
     with pytest.raises(TypeError, match="torch.Tensor"):
         model([[0.0]])

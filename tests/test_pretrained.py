@@ -189,7 +189,7 @@ def test_damaged_files_are_value_errors_naming_the_file(tiny_run, tmp_path, dama
         values = json.loads(record.read_text())
         values["train_config"]["model"]["digit_dim"] = 8
         record.write_text(json.dumps(values))
-        match = "mnist.safetensors does not fit the model in mnist.json"
+        match = r"mnist.safetensors \(with its record mnist.json\) does not fit a CapsNet"
     else:
         record.write_text("{not json")
         match = "mnist.json is not a readable provenance record"
