@@ -16,7 +16,6 @@ stamp costs, a measure of how much the uninstrumented step overlaps launches and
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import statistics
 import sys
@@ -26,10 +25,17 @@ from collections import defaultdict
 import torch
 
 from capsnotes import CapsNet, margin_loss, reconstruction_loss
+from capsnotes.allocator import allocator_setting
 from capsnotes.data import batches, data_root, load_dataset
-from capsnotes.fast import accelerate, retain_freed_memory
+from capsnotes.fast import accelerate
 from capsnotes.flops import training_flops_per_image
-from capsnotes.train import autocast_for, device_name, resolve_device
+from capsnotes.train import (
+    TrainConfig,
+    autocast_for,
+    device_name,
+    resolve_device,
+    tune_cpu_convolutions,
+)
 
 #: timeline segment → the part of the model it is charged to
 PARTS = {
@@ -85,6 +91,8 @@ def breakdown(device: torch.device, batch_size: int, repeats: int, root=None) ->
     data = load_dataset("mnist", train=True, root=root, download=False).to(device)
     torch.manual_seed(0)
     model = accelerate(CapsNet().to(device), device)
+    if device.type == "cpu":  # the convolutions the trainer would choose here
+        tune_cpu_convolutions(model, TrainConfig(batch_size=batch_size), data)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     generator = torch.Generator(device=device).manual_seed(0)
     autocast = autocast_for(device)  # bf16 on CUDA, as the trainer
@@ -118,25 +126,24 @@ def breakdown(device: torch.device, batch_size: int, repeats: int, root=None) ->
             torch.cuda.synchronize(device)
         return time.perf_counter() - started
 
-    memory = retain_freed_memory() if device.type == "cpu" else contextlib.nullcontext()
-    with memory:
-        for _ in range(2):
-            timed(False)  # warm up
-        plain = statistics.median(timed(False) for _ in range(repeats))
-        per_part: dict[str, list[float]] = defaultdict(list)
-        steps = []
-        for _ in range(repeats):
-            timeline.stamps.clear()
-            steps.append(timed(True))
-            charged: dict[str, float] = defaultdict(float)
-            for segment, seconds in timeline.segments().items():
-                charged[PARTS[segment]] += seconds
-            for part, seconds in charged.items():
-                per_part[part].append(seconds)
+    for _ in range(2):
+        timed(False)  # warm up
+    plain = statistics.median(timed(False) for _ in range(repeats))
+    per_part: dict[str, list[float]] = defaultdict(list)
+    steps = []
+    for _ in range(repeats):
+        timeline.stamps.clear()
+        steps.append(timed(True))
+        charged: dict[str, float] = defaultdict(float)
+        for segment, seconds in timeline.segments().items():
+            charged[PARTS[segment]] += seconds
+        for part, seconds in charged.items():
+            per_part[part].append(seconds)
     timeline.enabled = False
     return {
         "device": device_name(device),
         "torch": torch.__version__,
+        "allocator": allocator_setting(),
         "batch_size": batch_size,
         "step_seconds": plain,
         "instrumented_step_seconds": statistics.median(steps),

@@ -11,15 +11,17 @@ Adam. Rounds alternate between them, and the median of the rounds is reported:
 * baseline  — benchmarks/baseline.py fed by a torchvision DataLoader (ToTensor per
               image), float32, eager, NCHW convolutions, einsum routing.
 * capsnotes — capsnotes.CapsNet on whole-tensor batches (capsnotes.data), with the
-              fast paths capsnotes.train uses on this device (capsnotes.fast; bf16
-              autocast on CUDA).
+              fast paths capsnotes.train uses on this device (capsnotes.fast: fused
+              routing; on a CPU the convolutions chosen by timing them, as the trainer
+              does; bf16 autocast on CUDA).
 
-Further rows (skip them with --no-ablation) switch capsnotes' fast paths on one at a
-time, from the reference code to the full trainer path, and on a CPU run the baseline
-with the one process-wide setting capsnotes uses there (glibc keeps freed memory), to
-show how much of the difference that setting alone makes. The command then measures the
-device's matrix-multiply rate, reports the achieved arithmetic rate against it, and
-breaks a capsnotes step down by part (benchmarks/breakdown.py).
+Further rows (skip them with --no-ablation) are the plain reference model and the
+fast paths one at a time. Every row runs in the same process, so every row has the same
+allocator setting: on glibc Linux the command restarts itself with the malloc tunables
+the trainer's command line uses (capsnotes/allocator.py) unless --allocator default is
+given, and the record says which. The command then measures the device's
+matrix-multiply rate, reports the achieved arithmetic rate against it, and breaks a
+capsnotes step down by part (benchmarks/breakdown.py).
 
 --train PROFILE then runs ``capsnotes.train.train`` with that profile in the same
 process, and --record NAME writes benchmarks/results/NAME.json with the device, torch
@@ -29,7 +31,6 @@ version, date, command, throughputs, speedup, and the run's test accuracy and wa
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import statistics
 import sys
@@ -44,10 +45,19 @@ import torch
 from benchmarks.baseline import BaselineCapsNet, baseline_loss
 from benchmarks.breakdown import breakdown, print_breakdown
 from capsnotes import CapsNet, dynamic_routing, margin_loss, reconstruction_loss
+from capsnotes.allocator import allocator_setting, restart_retaining_freed_memory
 from capsnotes.data import batches, data_root, load_dataset
-from capsnotes.fast import accelerate, fused_dynamic_routing, retain_freed_memory
+from capsnotes.fast import accelerate, use_matmul_convolutions
 from capsnotes.flops import training_flops_per_image
-from capsnotes.train import autocast_for, device_name, profile, resolve_device, train
+from capsnotes.train import (
+    TrainConfig,
+    autocast_for,
+    device_name,
+    profile,
+    resolve_device,
+    train,
+    tune_cpu_convolutions,
+)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -102,19 +112,24 @@ def capsnotes_stepper(
     device: torch.device,
     batch_size: int,
     root: Path,
-    fast_conv: bool = True,
     fast_routing: bool = True,
+    convolutions: str = "trainer",
 ) -> Callable[[int], None]:
     """capsnotes as its trainer runs it on this device. For the ablation rows,
-    ``fast_conv=False`` keeps the device-specific paths of capsnotes.fast.accelerate off
-    (on a CPU: the convolutions as matmul) and ``fast_routing=False`` routes with the
-    reference dynamic_routing."""
+    ``fast_routing=False`` routes with the reference dynamic_routing, and on a CPU
+    ``convolutions`` is ``"native"`` or ``"matmul"`` instead of the trainer's timed
+    choice (``"trainer"``)."""
     data = load_dataset("mnist", train=True, root=root, download=False).to(device)
     torch.manual_seed(0)
     model = CapsNet().to(device)
-    if fast_conv:
-        accelerate(model, device)  # every fast path for this device
-    model.digits.routing_function = fused_dynamic_routing if fast_routing else dynamic_routing
+    accelerate(model, device)  # every fast path for this device
+    if not fast_routing:
+        model.digits.routing_function = dynamic_routing
+    if device.type == "cpu":
+        if convolutions == "trainer":
+            tune_cpu_convolutions(model, TrainConfig(batch_size=batch_size), data)
+        else:
+            use_matmul_convolutions(model, convolutions == "matmul")
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     generator = torch.Generator(device=device).manual_seed(0)
     stream = endless(
@@ -140,19 +155,13 @@ def capsnotes_stepper(
     return run
 
 
-def time_steps(
-    run: Callable[[int], None],
-    steps: int,
-    device: torch.device,
-    memory: contextlib.AbstractContextManager,
-) -> float:
-    """Seconds for ``steps`` training steps (after the caller's warm-up)."""
-    with memory:
-        run(1)  # settle the allocator under this memory setting
-        synchronize(device)
-        started = time.perf_counter()
-        run(steps)
-        return time.perf_counter() - started
+def time_steps(run: Callable[[int], None], steps: int, device: torch.device) -> float:
+    """Seconds for ``steps`` training steps (after one untimed step)."""
+    run(1)
+    synchronize(device)
+    started = time.perf_counter()
+    run(steps)
+    return time.perf_counter() - started
 
 
 def compare(
@@ -164,37 +173,27 @@ def compare(
     root: Path,
     ablation: bool,
 ) -> dict:
-    on_cpu = device.type == "cpu"
-    retained = retain_freed_memory if on_cpu else contextlib.nullcontext
-    plain = contextlib.nullcontext
     contenders = {
-        "baseline": (baseline_stepper(device, batch_size, root), plain),
-        "capsnotes": (capsnotes_stepper(device, batch_size, root), retained),
+        "baseline": baseline_stepper(device, batch_size, root),
+        "capsnotes": capsnotes_stepper(device, batch_size, root),
     }
     if ablation:
-        contenders["capsnotes, reference code only"] = (
-            capsnotes_stepper(device, batch_size, root, fast_conv=False, fast_routing=False),
-            plain,
+        contenders["capsnotes, reference code only"] = capsnotes_stepper(
+            device, batch_size, root, fast_routing=False, convolutions="native"
         )
-        contenders["  + fused routing backward"] = (
-            capsnotes_stepper(device, batch_size, root, fast_conv=False),
-            plain,
+        contenders["  + fused routing backward"] = capsnotes_stepper(
+            device, batch_size, root, convolutions="native"
         )
-        if on_cpu:
-            contenders["  + convolutions as matmul"] = (
-                capsnotes_stepper(device, batch_size, root),
-                plain,
+        if device.type == "cpu":
+            contenders["  + convolutions as matmul"] = capsnotes_stepper(
+                device, batch_size, root, convolutions="matmul"
             )
-            contenders["baseline + retained memory"] = (
-                baseline_stepper(device, batch_size, root),
-                retained,
-            )
-    for run, _ in contenders.values():
+    for run in contenders.values():
         run(warmup)
     seconds: dict[str, list[float]] = {name: [] for name in contenders}
     for _ in range(rounds):
-        for name, (run, memory) in contenders.items():
-            seconds[name].append(time_steps(run, steps, device, memory()))
+        for name, run in contenders.items():
+            seconds[name].append(time_steps(run, steps, device))
     rows = {}
     for name, times in seconds.items():
         per_step = statistics.median(times) / steps
@@ -258,7 +257,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--train", metavar="PROFILE", help="also run capsnotes.train with PROFILE")
     parser.add_argument("--record", metavar="NAME", help="write benchmarks/results/NAME.json")
+    parser.add_argument(
+        "--allocator",
+        choices=["retaining", "default"],
+        default="retaining",
+        help="retaining (default): restart with glibc keeping large freed blocks, as the "
+        "trainer's command line does; default: glibc's defaults. Every row gets the same.",
+    )
     args = parser.parse_args(argv)
+    if args.allocator == "retaining":
+        restart_retaining_freed_memory("benchmarks.compare", sys.argv[1:] if argv is None else argv)
 
     device = resolve_device(args.device)
     on_gpu = device.type == "cuda"
@@ -269,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     name = device_name(device)
     started = time.perf_counter()
     rows = compare(device, batch_size, steps, args.rounds, warmup, root, not args.no_ablation)
+    print(f"allocator: {allocator_setting()}")
     print_table(rows, name, batch_size)
     peak = matmul_peak(device)
     parts = breakdown(device, batch_size, repeats=50 if device.type == "cuda" else 5, root=root)
@@ -287,6 +296,7 @@ def main(argv: list[str] | None = None) -> int:
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "command": "python -m benchmarks.compare "
         + " ".join(sys.argv[1:] if argv is None else argv),
+        "allocator": allocator_setting(),
         "batch_size": batch_size,
         "steps_per_round": steps,
         "rounds": args.rounds,
@@ -294,6 +304,10 @@ def main(argv: list[str] | None = None) -> int:
         "baseline_images_per_second": rows["baseline"]["images_per_second"],
         "speedup_vs_baseline": rows["capsnotes"]["images_per_second"]
         / rows["baseline"]["images_per_second"],
+        "speedup_vs_plain": rows["capsnotes"]["images_per_second"]
+        / rows["capsnotes, reference code only"]["images_per_second"]
+        if "capsnotes, reference code only" in rows
+        else None,
         "rows": rows,
         "flops_per_training_image": flops,
         "achieved_tflops": achieved,

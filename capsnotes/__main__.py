@@ -76,6 +76,13 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="use only the reference code paths, not capsnotes.fast",
     )
+    train.add_argument(
+        "--default-allocator",
+        action="store_true",
+        help="keep glibc's default malloc settings (by default this command restarts "
+        "itself once so that glibc keeps large freed blocks: faster CPU training; see "
+        "capsnotes/allocator.py)",
+    )
 
     evaluate = commands.add_parser(
         "evaluate",
@@ -177,6 +184,10 @@ def _profiles() -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
+    if args.command == "train" and not args.default_allocator:
+        from .allocator import restart_retaining_freed_memory
+
+        restart_retaining_freed_memory("capsnotes", argv)
     try:
         if args.command == "train":
             return _train(args, argv)

@@ -13,21 +13,20 @@ the faster equivalents the trainer switches to, each tested against the referenc
   Autograd through Procedure 1 writes one ``[batch, child, parent, dim]`` gradient per
   iteration and adds them up; the backward here collects every contribution to the
   gradient of the votes as a rank-``(2r - 1)`` product and writes that tensor once.
-* :func:`retain_freed_memory` — glibc hands every freed block above 32 MiB back to the
-  kernel, so each training step page-faults and zeroes its large tensors again.
-  Keeping freed memory in the process for reuse removes that cost.
-* :func:`accelerate` — applies what helps on the given device.
+* :func:`accelerate` — applies what helps on the given device. Whether the convolutions
+  as matrix products beat the CPU's native convolution depends on the CPU (they win on
+  some, lose on others), so on a CPU :func:`choose_cpu_convolution` times both on a
+  real training step and keeps the faster, as cuDNN's benchmark mode does on a GPU.
 
 Measured effects are in the Performance chapter and ``benchmarks/``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import ctypes.util
-import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -42,8 +41,10 @@ __all__ = [
     "accelerate",
     "conv2d_as_matmul",
     "fused_dynamic_routing",
+    "ConvolutionChoice",
+    "choose_cpu_convolution",
     "patches",
-    "retain_freed_memory",
+    "use_matmul_convolutions",
 ]
 
 
@@ -242,49 +243,75 @@ def fused_dynamic_routing(
     return _FusedRouting.apply(u_hat, check_iterations(iterations))
 
 
-_M_TRIM_THRESHOLD = -1
-_M_MMAP_THRESHOLD = -3
-_GLIBC_DEFAULT_THRESHOLD = 128 * 1024
+def use_matmul_convolutions(model: nn.Module, enabled: bool) -> nn.Module:
+    """Switch every eligible ``nn.Conv2d`` of ``model`` to :class:`MatmulConv2d` (or,
+    with ``enabled=False``, back to ``nn.Conv2d``), in place, sharing the parameters."""
+    for module in list(model.modules()):
+        for name, child in list(module.named_children()):
+            # padded, dilated or grouped convolutions keep the native kernel
+            if enabled and type(child) is nn.Conv2d and _matmul_conv_supports(child):
+                setattr(module, name, MatmulConv2d.from_conv(child))
+            elif not enabled and type(child) is MatmulConv2d:
+                native = nn.Conv2d.__new__(nn.Conv2d)
+                native.__dict__.update(child.__dict__)
+                setattr(module, name, native)
+    return model
 
 
-def _libc() -> ctypes.CDLL | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    name = ctypes.util.find_library("c")
-    try:
-        libc = ctypes.CDLL(name or "libc.so.6")
-        libc.mallopt  # noqa: B018 - glibc only; musl has no mallopt
-    except (OSError, AttributeError):
-        return None
-    return libc
+@dataclass(frozen=True)
+class ConvolutionChoice:
+    """What :func:`choose_cpu_convolution` decided: ``matmul`` or not, and the measured
+    seconds of one training step with each (the fastest of the timed repeats)."""
+
+    matmul: bool
+    seconds: dict[str, float]
+    key: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"convolutions": "matmul" if self.matmul else "native", "step_seconds": self.seconds}
 
 
-@contextlib.contextmanager
-def retain_freed_memory(limit_bytes: int = 1 << 30) -> Iterator[bool]:
-    """Within the block, let glibc keep freed blocks of up to ``limit_bytes`` for reuse
-    instead of returning them to the kernel (which must page-fault and zero them again
-    on the next step). Yields whether the setting took effect (glibc on Linux only);
-    restores glibc's defaults on exit."""
-    libc = _libc()
-    applied = bool(
-        libc
-        and libc.mallopt(_M_MMAP_THRESHOLD, limit_bytes)
-        and libc.mallopt(_M_TRIM_THRESHOLD, 2 * limit_bytes)
-    )
-    try:
-        yield applied
-    finally:
-        if applied:
-            libc.mallopt(_M_MMAP_THRESHOLD, _GLIBC_DEFAULT_THRESHOLD)
-            libc.mallopt(_M_TRIM_THRESHOLD, _GLIBC_DEFAULT_THRESHOLD)
-            libc.malloc_trim(0)
+#: Decisions already made in this process, by CPU, threads, torch, model and batch shape.
+_CHOICES: dict[str, ConvolutionChoice] = {}
 
 
-def accelerate(model: nn.Module, device: torch.device | str) -> nn.Module:
-    """Switch ``model`` (in place) to the fastest tested variants for ``device``.
+def choose_cpu_convolution(
+    model: nn.Module, step: Callable[[], None], key: str, repeats: int = 2
+) -> ConvolutionChoice:
+    """Time ``step()`` (one forward and backward pass of ``model``, on the CPU) with the
+    native convolutions and with :class:`MatmulConv2d`, alternating, and leave ``model``
+    with the faster. ``step`` must not change the parameters (no optimizer step); the
+    gradients it leaves are cleared. The decision is remembered for ``key`` (describe
+    the CPU, the model and the batch shape in it) for the rest of the process.
+    """
+    if key in _CHOICES:
+        choice = _CHOICES[key]
+        use_matmul_convolutions(model, choice.matmul)
+        return choice
+    times: dict[str, list[float]] = {"native": [], "matmul": []}
+    for round_ in range(repeats + 1):
+        for name in times:
+            use_matmul_convolutions(model, name == "matmul")
+            started = time.perf_counter()
+            step()
+            if round_:  # the first round warms up
+                times[name].append(time.perf_counter() - started)
+    model.zero_grad(set_to_none=True)
+    seconds = {name: min(values) for name, values in times.items()}
+    choice = ConvolutionChoice(seconds["matmul"] < seconds["native"], seconds, key)
+    use_matmul_convolutions(model, choice.matmul)
+    _CHOICES[key] = choice
+    return choice
+
+
+def accelerate(
+    model: nn.Module, device: torch.device | str, matmul_convolutions: bool = False
+) -> nn.Module:
+    """Switch ``model`` (in place) to the tested fast variants for ``device``.
 
     * every :class:`~capsnotes.DigitCapsules` routes with :func:`fused_dynamic_routing`;
-    * CPU: every eligible ``nn.Conv2d`` becomes a :class:`MatmulConv2d`;
+    * CPU: with ``matmul_convolutions``, every eligible ``nn.Conv2d`` becomes a
+      :class:`MatmulConv2d` (:func:`choose_cpu_convolution` decides by measurement);
     * CUDA: parameters in channels-last memory, which cuDNN prefers with bf16.
 
     The parameters, their names and the outputs stay the same.
@@ -294,11 +321,7 @@ def accelerate(model: nn.Module, device: torch.device | str) -> nn.Module:
         if isinstance(module, DigitCapsules):
             module.routing_function = fused_dynamic_routing
     if device.type == "cpu":
-        for module in list(model.modules()):
-            for name, child in list(module.named_children()):
-                # padded, dilated or grouped convolutions keep the native kernel
-                if type(child) is nn.Conv2d and _matmul_conv_supports(child):
-                    setattr(module, name, MatmulConv2d.from_conv(child))
+        use_matmul_convolutions(model, matmul_convolutions)
     elif device.type == "cuda":
         model.to(memory_format=torch.channels_last)
     return model

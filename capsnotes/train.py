@@ -28,10 +28,11 @@ from torch import Tensor
 from tqdm import tqdm
 
 from . import __version__
+from .allocator import allocator_setting
 from .checkpoint import atomic_write_bytes, load_checkpoint, load_model_state, save_checkpoint
 from .checks import check_positive_int, check_positive_number
 from .data import DATASETS, ImageSet, batches, load_dataset
-from .fast import accelerate, retain_freed_memory
+from .fast import accelerate, choose_cpu_convolution
 from .losses import margin_loss, reconstruction_loss
 from .model import CapsNet, CapsNetConfig, dataclass_from_dict
 
@@ -46,6 +47,7 @@ __all__ = [
     "profile",
     "resolve_device",
     "train",
+    "tune_cpu_convolutions",
 ]
 
 
@@ -277,14 +279,17 @@ def train(
         out_dir: receives ``checkpoint.safetensors`` and ``history.json``.
         device: ``"cpu"``, ``"cuda"``, or None for the GPU when there is one.
         data_root: where the datasets are; see :func:`capsnotes.data.data_root`.
-        resume: continue from ``out_dir``'s checkpoint if it has one (it must come from
-            the same configuration).
+        resume: continue from ``out_dir``'s checkpoint if it has one. It must come from
+            the same configuration, except that ``epochs`` may be larger: the learning
+            rate and each epoch's batches do not depend on the number of epochs, so a run
+            extended from 12 to 16 epochs trains exactly as a 16-epoch run would.
         progress: show a tqdm progress bar.
         fast: use the tested fast paths of :mod:`capsnotes.fast`.
         on_epoch_end: called with each epoch's record after it is saved.
-        provenance: JSON-serialisable facts about how the run was started (the CLI passes
-            the exact command, the profile and its overrides); kept in the history as
-            ``history["provenance"]`` from the call that started the run.
+        provenance: JSON-serialisable facts about how this call was made (the CLI passes
+            the exact command, the profile and its overrides). The call that starts the
+            run keeps it as ``history["provenance"]``; every call that trains adds it to
+            ``history["session_details"]``, with the fast paths and allocator it used.
     """
     started = time.perf_counter()
     device = resolve_device(device)
@@ -294,10 +299,17 @@ def train(
     previous = None
     if resume and checkpoint_path.exists():
         previous = load_checkpoint(checkpoint_path)
-        if TrainConfig.from_dict(previous.metadata["train_config"]) != config:
+        before = TrainConfig.from_dict(previous.metadata["train_config"])
+        if dataclasses.replace(before, epochs=config.epochs) != config:
             raise ValueError(
                 f"{checkpoint_path} comes from a different configuration; "
                 "train into another folder, or pass resume=False (--no-resume) to start over"
+            )
+        done = len(previous.metadata["history"]["epochs"])
+        if config.epochs < done:
+            raise ValueError(
+                f"{checkpoint_path} has trained {done} epochs already, more than the "
+                f"{config.epochs} asked for"
             )
 
     train_set = load_dataset(config.dataset, True, data_root).subset(config.train_size, config.seed)
@@ -323,49 +335,68 @@ def train(
         optimizer.load_state_dict(previous.optimizer_state)
         scheduler.load_state_dict(previous.scheduler_state)
         history = previous.metadata["history"]
+        history["train_config"] = config.to_dict()  # the same, or more epochs
     # Wall time of each call of train() that trained something; their sum is the run's.
     sessions = history.setdefault("sessions", [])
+    start_epoch = len(history["epochs"]) + 1
     if fast:
         accelerate(model, device)
-
-    memory = retain_freed_memory() if fast and device.type == "cpu" else contextlib.nullcontext()
-    with memory:
-        start_epoch = len(history["epochs"]) + 1
-        for epoch in range(start_epoch, config.epochs + 1):
-            record = _train_epoch(model, optimizer, config, train_set, epoch, device, progress)
-            scheduler.step()
-            tested_at = time.perf_counter()
-            test = evaluate(
-                model,
-                test_set,
-                config.eval_batch_size,
-                config.mixed_precision,
-                config.reconstruction_weight,
-            )
-            record.update(
-                test_accuracy=test["accuracy"],
-                test_margin_loss=test["margin_loss"],
-                test_reconstruction_loss=test["reconstruction_loss"],
-                eval_seconds=time.perf_counter() - tested_at,
-            )
-            history["epochs"].append(record)
-            if epoch == start_epoch:
-                sessions.append(0.0)
-            sessions[-1] = time.perf_counter() - started
-            history["wall_seconds"] = sum(sessions)
-            history["test_accuracy"] = record["test_accuracy"]
-            save_checkpoint(
-                checkpoint_path,
-                model.state_dict(),
-                {"train_config": config.to_dict(), "epoch": epoch, "history": history},
-                optimizer.state_dict(),
-                scheduler.state_dict(),
-            )
-            _write_json(out_dir / "history.json", history)
-            if on_epoch_end is not None:
-                on_epoch_end(record)
+    details = {"provenance": provenance or {}, "fast_paths": fast, "allocator": allocator_setting()}
+    if fast and device.type == "cpu" and start_epoch <= config.epochs:
+        details |= tune_cpu_convolutions(model, config, train_set).to_dict()
+    for epoch in range(start_epoch, config.epochs + 1):
+        record = _train_epoch(model, optimizer, config, train_set, epoch, device, progress)
+        scheduler.step()
+        tested_at = time.perf_counter()
+        test = evaluate(
+            model,
+            test_set,
+            config.eval_batch_size,
+            config.mixed_precision,
+            config.reconstruction_weight,
+        )
+        record.update(
+            test_accuracy=test["accuracy"],
+            test_margin_loss=test["margin_loss"],
+            test_reconstruction_loss=test["reconstruction_loss"],
+            eval_seconds=time.perf_counter() - tested_at,
+        )
+        history["epochs"].append(record)
+        if epoch == start_epoch:
+            sessions.append(0.0)
+            history.setdefault("session_details", []).append(details)
+        sessions[-1] = time.perf_counter() - started
+        history["wall_seconds"] = sum(sessions)
+        history["test_accuracy"] = record["test_accuracy"]
+        save_checkpoint(
+            checkpoint_path,
+            model.state_dict(),
+            {"train_config": config.to_dict(), "epoch": epoch, "history": history},
+            optimizer.state_dict(),
+            scheduler.state_dict(),
+        )
+        _write_json(out_dir / "history.json", history)
+        if on_epoch_end is not None:
+            on_epoch_end(record)
 
     return TrainResult(model, history, out_dir)
+
+
+def tune_cpu_convolutions(model: CapsNet, config: TrainConfig, data: ImageSet) -> Any:
+    """Native or matmul convolutions for this CPU, timed on a forward and backward pass of
+    one real training batch (the parameters do not change)."""
+    images, labels = next(batches(data, config.batch_size))
+    cpu = device_name(torch.device("cpu"))
+    key = f"{cpu}|torch {torch.__version__}|{config.model.to_dict()}|{tuple(images.shape)}"
+
+    def step() -> None:
+        out = model(images, labels)
+        loss = margin_loss(out.capsules, labels) + reconstruction_loss(
+            out.reconstructions, images, config.reconstruction_weight
+        )
+        loss.backward()
+
+    return choose_cpu_convolution(model, step, key)
 
 
 def _train_epoch(

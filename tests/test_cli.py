@@ -112,3 +112,39 @@ def test_quick_profile_on_cpu_meets_its_targets(tmp_path, mnist_root):
     assert scored.returncode == 0, scored.stderr
     scores = json.loads(scored.stdout)
     assert scores["count"] == 500 and 0.9 <= scores["accuracy"] <= 1.0
+
+
+@pytest.mark.slow
+def test_train_keeps_freed_memory_in_its_own_process_only(tmp_path, mnist_root):
+    """`train` restarts itself once with glibc's malloc tunables (recorded in the
+    history) unless --default-allocator; the test process itself is left alone."""
+    from capsnotes.allocator import RETAINING_TUNABLES, allocator_setting
+
+    before = allocator_setting()
+    tiny = ("--epochs", "1", "--train-size", "64", "--test-size", "50", "--batch-size", "32")
+    for extra, expected in (
+        ((), f"GLIBC_TUNABLES={RETAINING_TUNABLES}"),
+        (("--default-allocator",), "glibc defaults"),
+    ):
+        out = tmp_path / ("default" if extra else "retained")
+        result = run(
+            "train",
+            "--profile",
+            "quick",
+            "--out",
+            str(out),
+            "--device",
+            "cpu",
+            "--no-progress",
+            *tiny,
+            *extra,
+            env_root=mnist_root,
+        )
+        assert result.returncode == 0, result.stderr
+        (paths,) = json.loads((out / "history.json").read_text())["session_details"]
+        if sys.platform.startswith("linux") and before == "glibc defaults":
+            assert paths["allocator"] == expected
+        assert paths["fast_paths"] is True
+        assert paths["convolutions"] in ("native", "matmul")
+        assert set(paths["step_seconds"]) == {"native", "matmul"}
+    assert allocator_setting() == before

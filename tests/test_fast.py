@@ -6,10 +6,11 @@ from capsnotes import CapsNet, CapsNetConfig, dynamic_routing, margin_loss, reco
 from capsnotes.fast import (
     MatmulConv2d,
     accelerate,
+    choose_cpu_convolution,
     conv2d_as_matmul,
     fused_dynamic_routing,
     patches,
-    retain_freed_memory,
+    use_matmul_convolutions,
 )
 
 
@@ -69,7 +70,7 @@ def test_accelerated_model_agrees_with_reference_in_values_and_gradients():
     reference = CapsNet(config).double()
     fast = CapsNet(config).double()
     fast.load_state_dict(reference.state_dict())
-    accelerate(fast, "cpu")
+    accelerate(fast, "cpu", matmul_convolutions=True)
     assert isinstance(fast.primary.conv, MatmulConv2d) and isinstance(fast.conv1, MatmulConv2d)
     assert fast.state_dict().keys() == reference.state_dict().keys()
     images = torch.rand(4, 1, 28, 28, dtype=torch.float64)
@@ -85,10 +86,40 @@ def test_accelerated_model_agrees_with_reference_in_values_and_gradients():
         torch.testing.assert_close(mine, theirs)
 
 
-def test_retain_freed_memory_is_a_context():
-    with retain_freed_memory() as applied:
-        assert isinstance(applied, bool)
-        torch.randn(20_000_000).sum()
+def test_matmul_convolutions_switch_both_ways_and_keep_the_parameters():
+    model = CapsNet(CapsNetConfig(conv_channels=8, primary_channels=2))
+    weights = [model.conv1.weight, model.primary.conv.weight]
+    use_matmul_convolutions(model, True)
+    assert type(model.conv1) is MatmulConv2d and type(model.primary.conv) is MatmulConv2d
+    use_matmul_convolutions(model, False)
+    assert type(model.conv1) is torch.nn.Conv2d and type(model.primary.conv) is torch.nn.Conv2d
+    assert [model.conv1.weight, model.primary.conv.weight] == weights
+    accelerate(model, "cpu")  # native convolutions unless asked
+    assert type(model.primary.conv) is torch.nn.Conv2d
+
+
+def test_choose_cpu_convolution_keeps_the_faster_and_remembers(monkeypatch):
+    model = CapsNet(CapsNetConfig(conv_channels=8, primary_channels=2))
+    calls = []
+
+    def step():  # pretend the matmul path is slower; leave gradients behind
+        matmul = type(model.primary.conv) is MatmulConv2d
+        calls.append(matmul)
+        clock["now"] += 0.5 if matmul else 0.2
+        model.conv1.weight.grad = torch.ones_like(model.conv1.weight)
+
+    clock = {"now": 0.0}
+    monkeypatch.setattr("capsnotes.fast.time.perf_counter", lambda: clock["now"])
+    choice = choose_cpu_convolution(model, step, key="test-cpu|shape", repeats=2)
+    assert calls == [False, True] * 3  # a warm-up round, then two timed, alternating
+    assert not choice.matmul
+    assert choice.seconds == pytest.approx({"native": 0.2, "matmul": 0.5})
+    assert type(model.primary.conv) is torch.nn.Conv2d and model.conv1.weight.grad is None
+    use_matmul_convolutions(model, True)
+    again = choose_cpu_convolution(model, step, key="test-cpu|shape")
+    assert again is choice and len(calls) == 6  # remembered, not timed again
+    assert type(model.primary.conv) is torch.nn.Conv2d
+    assert choice.to_dict() == {"convolutions": "native", "step_seconds": choice.seconds}
 
 
 @pytest.mark.parametrize("iterations", [1, 2, 3, 5])

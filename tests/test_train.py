@@ -79,6 +79,24 @@ def test_resume_after_interruption_gives_the_same_history(mnist_root, tmp_path):
 
 
 @pytest.mark.slow
+def test_a_finished_run_extended_trains_as_the_longer_run(mnist_root, tmp_path):
+    config = TrainConfig(
+        epochs=2, batch_size=32, train_size=96, test_size=50, max_shift=2, seed=1, model=SMALL
+    )
+    longer = dataclasses.replace(config, epochs=3)
+    whole = train(longer, tmp_path / "whole", data_root=mnist_root, progress=False)
+    train(config, tmp_path / "extended", data_root=mnist_root, progress=False)
+    extended = train(longer, tmp_path / "extended", data_root=mnist_root, progress=False)
+    assert without_timing(extended.history) == without_timing(whole.history)
+    assert extended.history["train_config"] == longer.to_dict()
+    assert len(extended.history["session_details"]) == 2
+    for name, value in whole.model.state_dict().items():
+        assert torch.equal(extended.model.state_dict()[name], value), name
+    with pytest.raises(ValueError, match="has trained 3 epochs already, more than the 2"):
+        train(config, tmp_path / "extended", data_root=mnist_root, progress=False)
+
+
+@pytest.mark.slow
 def test_resume_refuses_a_different_configuration(mnist_root, tmp_path):
     config = TrainConfig(epochs=1, batch_size=32, train_size=64, test_size=50, model=SMALL)
     train(config, tmp_path, data_root=mnist_root, progress=False)
