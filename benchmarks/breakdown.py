@@ -33,6 +33,7 @@ from capsnotes.train import (
     TrainConfig,
     autocast_for,
     device_name,
+    make_optimizer,
     resolve_device,
     tune_cpu_convolutions,
 )
@@ -93,7 +94,7 @@ def breakdown(device: torch.device, batch_size: int, repeats: int, root=None) ->
     model = accelerate(CapsNet().to(device), device)
     if device.type == "cpu":  # the convolutions the trainer would choose here
         tune_cpu_convolutions(model, TrainConfig(batch_size=batch_size), data)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    optimizer = make_optimizer(model, 1e-3)
     generator = torch.Generator(device=device).manual_seed(0)
     autocast = autocast_for(device)  # bf16 on CUDA, as the trainer
     timeline = Timeline(device)

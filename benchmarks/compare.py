@@ -53,6 +53,7 @@ from capsnotes.train import (
     TrainConfig,
     autocast_for,
     device_name,
+    make_optimizer,
     profile,
     resolve_device,
     train,
@@ -114,11 +115,12 @@ def capsnotes_stepper(
     root: Path,
     fast_routing: bool = True,
     convolutions: str = "trainer",
+    fused_adam: bool = True,
 ) -> Callable[[int], None]:
     """capsnotes as its trainer runs it on this device. For the ablation rows,
-    ``fast_routing=False`` routes with the reference dynamic_routing, and on a CPU
+    ``fast_routing=False`` routes with the reference dynamic_routing, on a CPU
     ``convolutions`` is ``"native"`` or ``"matmul"`` instead of the trainer's timed
-    choice (``"trainer"``)."""
+    choice (``"trainer"``), and ``fused_adam=False`` steps with torch's default Adam."""
     data = load_dataset("mnist", train=True, root=root, download=False).to(device)
     torch.manual_seed(0)
     model = CapsNet().to(device)
@@ -130,7 +132,7 @@ def capsnotes_stepper(
             tune_cpu_convolutions(model, TrainConfig(batch_size=batch_size), data)
         else:
             use_matmul_convolutions(model, convolutions == "matmul")
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    optimizer = make_optimizer(model, 1e-3, fused=fused_adam)
     generator = torch.Generator(device=device).manual_seed(0)
     stream = endless(
         lambda: batches(
@@ -179,9 +181,12 @@ def compare(
     }
     if ablation:
         contenders["capsnotes, reference code only"] = capsnotes_stepper(
-            device, batch_size, root, fast_routing=False, convolutions="native"
+            device, batch_size, root, fast_routing=False, convolutions="native", fused_adam=False
         )
         contenders["  + fused routing backward"] = capsnotes_stepper(
+            device, batch_size, root, convolutions="native", fused_adam=False
+        )
+        contenders["  + fused Adam"] = capsnotes_stepper(
             device, batch_size, root, convolutions="native"
         )
         if device.type == "cpu":

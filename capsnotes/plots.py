@@ -7,7 +7,7 @@ the caller's back, and a notebook shows a figure where a cell returns it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import matplotlib.pyplot as plt
@@ -28,6 +28,7 @@ __all__ = [
     "loss_curves",
     "new_figure",
     "perturbation_grid",
+    "routing_summary",
 ]
 
 #: Okabe–Ito colours: distinguishable with the common forms of colour blindness.
@@ -233,49 +234,73 @@ def length_bars(images: Tensor, lengths: Tensor, labels: Sequence[int]) -> Figur
     return fig
 
 
-def loss_curves(history: dict[str, Any]) -> Figure:
-    """Per-step margin and reconstruction loss over a run, with per-epoch means."""
-    epochs = history["epochs"]
-    margins = [m for e in epochs for m in e["step_margin_loss"]]
-    recons = [r for e in epochs for r in e["step_reconstruction_loss"]]
-    steps_per_epoch = len(epochs[0]["step_margin_loss"])
-    x = np.arange(1, len(margins) + 1) / steps_per_epoch
-    fig, axes = new_figure(ncols=2, width=8.0, height=3.2)
-    for ax, values, name, test_key in (
-        (axes[0], margins, "margin loss", "test_margin_loss"),
-        (axes[1], recons, "reconstruction loss (×0.0005)", "test_reconstruction_loss"),
-    ):
-        ax.plot(x, values, color=COLORS[0], alpha=0.35, linewidth=0.8, label="training step")
-        window = max(1, len(values) // 40)
-        if window > 1:
-            smooth = np.convolve(values, np.ones(window) / window, mode="valid")
-            ax.plot(x[window - 1 :], smooth, color=COLORS[0], label=f"mean of {window} steps")
-        ax.plot(
-            [e["epoch"] for e in epochs],
-            [e[test_key] for e in epochs],
-            "o-",
-            color=COLORS[1],
-            label="test, end of epoch",
-        )
+def loss_curves(runs: Mapping[str, dict[str, Any]]) -> Figure:
+    """Margin and reconstruction loss of each run in ``runs`` (label → history), on one
+    epoch axis: every training step (faint), a moving mean of the steps, and the test
+    losses at the end of each epoch (dots)."""
+    fig, axes = new_figure(ncols=2, width=8.4, height=3.4)
+    for index, (label, history) in enumerate(runs.items()):
+        color = COLORS[index % len(COLORS)]
+        epochs = history["epochs"]
+        for ax, step_key, test_key in (
+            (axes[0], "step_margin_loss", "test_margin_loss"),
+            (axes[1], "step_reconstruction_loss", "test_reconstruction_loss"),
+        ):
+            values = np.array([x for e in epochs for x in e[step_key]])
+            steps_per_epoch = len(epochs[0][step_key])
+            x = np.arange(1, len(values) + 1) / steps_per_epoch
+            ax.plot(x, values, color=color, alpha=0.18, linewidth=0.6)
+            window = max(1, steps_per_epoch // 4)
+            if window > 1:
+                smooth = np.convolve(values, np.ones(window) / window, mode="valid")
+                ax.plot(x[window - 1 :], smooth, color=color, linewidth=1.2)
+            ax.plot(
+                [e["epoch"] for e in epochs],
+                [e[test_key] for e in epochs],
+                "o",
+                color=color,
+                markersize=4,
+                markeredgecolor="white",
+                label=label,
+            )
+    for ax, name in zip(axes, ("margin loss", "reconstruction loss (×0.0005)"), strict=True):
         ax.set_yscale("log")
         ax.set_xlabel("epoch")
         ax.set_title(name)
-    axes[0].legend(frameon=False, fontsize=8)
+    axes[0].legend(frameon=False, fontsize=8, title="dots: test, end of epoch", title_fontsize=8)
     return fig
 
 
-def accuracy_curves(history: dict[str, Any]) -> Figure:
-    """Train and test accuracy per epoch, as error rates on a log scale."""
-    epochs = history["epochs"]
-    x = [e["epoch"] for e in epochs]
-    fig, ax = new_figure(width=5.2, height=3.2)
-    ax.plot(x, [100 * (1 - e["train_accuracy"]) for e in epochs], "o-", label="training batches")
-    ax.plot(x, [100 * (1 - e["test_accuracy"]) for e in epochs], "o-", label="test set")
+def accuracy_curves(runs: Mapping[str, dict[str, Any]]) -> Figure:
+    """Error rates per epoch of each run in ``runs`` (label → history) on a log scale:
+    on the training batches (dashed) and on the test set (solid)."""
+    fig, ax = new_figure(width=6.0, height=3.4)
+    last = 1
+    for index, (label, history) in enumerate(runs.items()):
+        color = COLORS[index % len(COLORS)]
+        epochs = history["epochs"]
+        x = [e["epoch"] for e in epochs]
+        last = max(last, x[-1])
+        ax.plot(
+            x,
+            [100 * (1 - e["train_accuracy"]) for e in epochs],
+            "--",
+            color=color,
+            label=f"{label}: training batches",
+        )
+        ax.plot(
+            x,
+            [100 * (1 - e["test_accuracy"]) for e in epochs],
+            "o-",
+            color=color,
+            markersize=4,
+            label=f"{label}: test set",
+        )
     ax.set_yscale("log")
     ax.set_xlabel("epoch")
     ax.set_ylabel("error rate (%)")
-    ax.set_xticks(x if len(x) <= 12 else x[:: max(1, len(x) // 10)])
-    ax.legend(frameon=False)
+    ax.set_xticks(range(1, last + 1) if last <= 15 else range(1, last + 1, max(1, last // 10)))
+    ax.legend(frameon=False, fontsize=8)
     return fig
 
 
@@ -298,4 +323,29 @@ def perturbation_grid(reconstructions: Tensor, offsets: Sequence[float]) -> Figu
             axes[0, col].set_title(f"{offset:+.2f}", fontsize=7)
         for row in range(dims):
             axes[row, 0].set_ylabel(f"{row}", fontsize=7, rotation=0, ha="right", va="center")
+    return fig
+
+
+def routing_summary(stats: Any) -> Figure:
+    """Two panels from a :class:`capsnotes.analysis.RoutingStatistics`: the test errors
+    with ``r`` routing iterations at inference, and the mean entropy of the coupling
+    coefficients in each iteration, below that of a uniform split."""
+    fig, (left, right) = new_figure(ncols=2, width=8.0, height=3.0)
+    iterations = list(stats.accuracy)
+    errors = [round((1 - stats.accuracy[r]) * stats.count) for r in iterations]
+    left.bar([str(r) for r in iterations], errors, color=COLORS[0], width=0.6)
+    for x, value in enumerate(errors):
+        left.text(x, value, str(value), ha="center", va="bottom", fontsize=8)
+    left.set(xlabel="routing iterations r at inference", ylabel=f"errors of {stats.count:,}")
+    steps = np.arange(1, len(stats.entropy) + 1)
+    uniform = stats.uniform_entropy
+    right.plot(steps, [uniform - h for h in stats.entropy], "o-", label="every child")
+    right.plot(
+        steps,
+        [uniform - h for h in stats.weighted_entropy],
+        "s--",
+        label="weighted by ‖u_i‖",
+    )
+    right.set(xlabel="iteration t", ylabel="log 10 − entropy of c_i (nats)", xticks=steps)
+    right.legend(frameon=False, fontsize=8)
     return fig

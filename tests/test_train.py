@@ -8,7 +8,15 @@ import torch
 
 from capsnotes import CapsNetConfig
 from capsnotes.data import load_dataset
-from capsnotes.train import PROFILES, TrainConfig, build_model, evaluate, profile, train
+from capsnotes.train import (
+    PROFILES,
+    TrainConfig,
+    build_model,
+    evaluate,
+    make_optimizer,
+    profile,
+    train,
+)
 
 SMALL = CapsNetConfig(
     conv_channels=16, primary_channels=4, primary_dim=8, digit_dim=8, decoder_hidden=(64, 128)
@@ -90,6 +98,7 @@ def test_a_finished_run_extended_trains_as_the_longer_run(mnist_root, tmp_path):
     assert without_timing(extended.history) == without_timing(whole.history)
     assert extended.history["train_config"] == longer.to_dict()
     assert len(extended.history["session_details"]) == 2
+    assert {d["optimizer"] for d in extended.history["session_details"]} == {"Adam, fused"}
     for name, value in whole.model.state_dict().items():
         assert torch.equal(extended.model.state_dict()[name], value), name
     with pytest.raises(ValueError, match="has trained 3 epochs already, more than the 2"):
@@ -138,3 +147,22 @@ def test_profiles_are_what_the_book_says():
     assert quick.test_size >= 2000 and quick.train_size is not None
     assert paper.train_size is None and paper.test_size is None and paper.max_shift == 2
     assert paper.model == CapsNetConfig() == quick.model
+
+
+def test_fused_adam_makes_the_same_updates_as_the_default():
+    """make_optimizer's fused Adam is torch's Adam: same parameters after a few steps."""
+    torch.manual_seed(0)
+    models = [torch.nn.Linear(6, 3), torch.nn.Linear(6, 3)]
+    models[1].load_state_dict(models[0].state_dict())
+    start = models[0].weight.detach().clone()
+    fused, default = make_optimizer(models[0], 0.01), make_optimizer(models[1], 0.01, fused=False)
+    assert fused.defaults["fused"] and not default.defaults["fused"]
+    for _ in range(5):
+        x = torch.randn(4, 6)
+        for model, optimizer in zip(models, (fused, default), strict=True):
+            optimizer.zero_grad()
+            model(x).square().sum().backward()
+            optimizer.step()
+    for a, b in zip(models[0].parameters(), models[1].parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+    assert (models[0].weight - start).abs().max() > 0.02  # the steps did move it
