@@ -116,11 +116,13 @@ def capsnotes_stepper(
     fast_routing: bool = True,
     convolutions: str = "trainer",
     fused_adam: bool = True,
+    notes: dict | None = None,
 ) -> Callable[[int], None]:
     """capsnotes as its trainer runs it on this device. For the ablation rows,
     ``fast_routing=False`` routes with the reference dynamic_routing, on a CPU
     ``convolutions`` is ``"native"`` or ``"matmul"`` instead of the trainer's timed
-    choice (``"trainer"``), and ``fused_adam=False`` steps with torch's default Adam."""
+    choice (``"trainer"``), and ``fused_adam=False`` steps with torch's default Adam.
+    The trainer's choice of convolutions, and the timings it made it by, go into ``notes``."""
     data = load_dataset("mnist", train=True, root=root, download=False).to(device)
     torch.manual_seed(0)
     model = CapsNet().to(device)
@@ -129,7 +131,9 @@ def capsnotes_stepper(
         model.digits.routing_function = dynamic_routing
     if device.type == "cpu":
         if convolutions == "trainer":
-            tune_cpu_convolutions(model, TrainConfig(batch_size=batch_size), data)
+            choice = tune_cpu_convolutions(model, TrainConfig(batch_size=batch_size), data)
+            if notes is not None:
+                notes.update(choice.to_dict())
         else:
             use_matmul_convolutions(model, convolutions == "matmul")
     optimizer = make_optimizer(model, 1e-3, fused=fused_adam)
@@ -175,9 +179,10 @@ def compare(
     root: Path,
     ablation: bool,
 ) -> dict:
+    trainer_choice: dict = {}
     contenders = {
         "baseline": baseline_stepper(device, batch_size, root),
-        "capsnotes": capsnotes_stepper(device, batch_size, root),
+        "capsnotes": capsnotes_stepper(device, batch_size, root, notes=trainer_choice),
     }
     if ablation:
         contenders["capsnotes, reference code only"] = capsnotes_stepper(
@@ -196,9 +201,12 @@ def compare(
     for run in contenders.values():
         run(warmup)
     seconds: dict[str, list[float]] = {name: [] for name in contenders}
-    for _ in range(rounds):
-        for name, run in contenders.items():
-            seconds[name].append(time_steps(run, steps, device))
+    names = list(contenders)
+    for round_ in range(rounds):
+        # rotate the order, so that no row always runs right after the same other row
+        shift = round_ % len(names)
+        for name in names[shift:] + names[:shift]:
+            seconds[name].append(time_steps(contenders[name], steps, device))
     rows = {}
     for name, times in seconds.items():
         per_step = statistics.median(times) / steps
@@ -207,6 +215,7 @@ def compare(
             "seconds_per_epoch": 60_000 * per_step / batch_size,
             "round_seconds": times,
         }
+    rows["capsnotes"] |= trainer_choice  # on a CPU: which convolutions, and why
     return rows
 
 
@@ -284,6 +293,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = compare(device, batch_size, steps, args.rounds, warmup, root, not args.no_ablation)
     print(f"allocator: {allocator_setting()}")
     print_table(rows, name, batch_size)
+    if "convolutions" in rows["capsnotes"]:
+        timed = ", ".join(f"{k} {v:.3f} s" for k, v in rows["capsnotes"]["step_seconds"].items())
+        print(f"the trainer chose {rows['capsnotes']['convolutions']} convolutions ({timed})")
     peak = matmul_peak(device)
     parts = breakdown(device, batch_size, repeats=50 if device.type == "cuda" else 5, root=root)
     flops = training_flops_per_image()

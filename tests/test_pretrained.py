@@ -79,6 +79,14 @@ def test_an_independent_evaluator_confirms_the_accuracy(mnist_root):
 
 
 def test_the_wheel_carries_the_weights(tmp_path):
+    # build from a copy, so that setuptools' build/ folder is not left in the repository
+    source = tmp_path / "source"
+    shutil.copytree(
+        REPO / "capsnotes", source / "capsnotes", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        if (REPO / name).exists():
+            shutil.copy2(REPO / name, source / name)
     built = subprocess.run(
         [
             sys.executable,
@@ -90,7 +98,7 @@ def test_the_wheel_carries_the_weights(tmp_path):
             "-q",
             "-w",
             str(tmp_path),
-            str(REPO),
+            str(source),
         ],
         capture_output=True,
         text=True,
