@@ -72,7 +72,7 @@ def test_margin_loss_bad_input():
         margin_loss(v, torch.zeros(2, 9))
     with pytest.raises(ValueError, match="m_neg < m_pos"):
         margin_loss(v, torch.tensor([1, 2]), m_pos=0.1, m_neg=0.9)
-    with pytest.raises(RuntimeError):  # class index out of range
+    with pytest.raises(ValueError, match=r"must lie in \[0, 10\), got values from 1 to 10"):
         margin_loss(v, torch.tensor([1, 10]))
 
 
