@@ -76,9 +76,11 @@ def patches(x: Tensor, kernel_size: int, stride: int) -> Tensor:
 
 
 class _ConvAsMatmul(torch.autograd.Function):
-    """Unpadded, undilated 2-D convolution as im2col + matrix products."""
+    """Unpadded, undilated 2-D convolution as im2col + matrix products. Under CPU
+    autocast it computes in float32 (the dtype of its parameters)."""
 
     @staticmethod
+    @torch.amp.custom_fwd(device_type="cpu", cast_inputs=torch.float32)
     def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None, stride: int) -> Tensor:  # noqa: ANN001
         batch, _, height, width = x.shape
         out_channels, in_channels, kernel_size, _ = weight.shape
@@ -95,6 +97,7 @@ class _ConvAsMatmul(torch.autograd.Function):
         return out.view(batch, out_h, out_w, out_channels).permute(0, 3, 1, 2)
 
     @staticmethod
+    @torch.amp.custom_bwd(device_type="cpu")
     def backward(ctx, grad: Tensor):  # noqa: ANN001, ANN205
         cols, matrix = ctx.saved_tensors
         batch, in_channels, height, width, k, stride, out_h, out_w = ctx.geometry

@@ -42,6 +42,25 @@ def test_conv_as_matmul_gradcheck_float64():
     assert torch.autograd.gradcheck(lambda x, w: conv2d_as_matmul(x, w, None, 1), (x, w))
 
 
+def test_matmul_conv_runs_in_float32_under_cpu_autocast():
+    """Under bf16 autocast the layer before hands over bf16; the matmul convolution casts
+    to float32 and trains like the reference."""
+    torch.manual_seed(0)
+    conv1, conv2 = torch.nn.Conv2d(1, 4, 3), torch.nn.Conv2d(4, 6, 3, stride=2)
+    fast2 = MatmulConv2d.from_conv(conv2)
+    x = torch.rand(2, 1, 12, 12)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        hidden = conv1(x)
+        out = fast2(hidden)
+    assert hidden.dtype == torch.bfloat16 and out.dtype == torch.float32
+    out.sum().backward()
+    grad = conv2.weight.grad.clone()
+    conv1.zero_grad()
+    conv2.zero_grad()
+    F.conv2d(conv1(x), conv2.weight, conv2.bias, stride=2).sum().backward()
+    torch.testing.assert_close(grad, conv2.weight.grad, rtol=0.02, atol=0.02)
+
+
 def test_patches_rows_are_windows():
     x = torch.randn(2, 7, 7, 3)
     cols = patches(x, 3, 2)  # 3x3 output positions
