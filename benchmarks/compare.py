@@ -44,14 +44,15 @@ import torch
 
 from benchmarks.baseline import BaselineCapsNet, baseline_loss
 from benchmarks.breakdown import breakdown, print_breakdown
-from capsnotes import CapsNet, dynamic_routing, margin_loss, reconstruction_loss
+from capsnotes import CapsNet
 from capsnotes.allocator import allocator_setting, restart_retaining_freed_memory
 from capsnotes.data import batches, data_root, load_dataset
-from capsnotes.fast import accelerate, use_matmul_convolutions
+from capsnotes.fast import fused_dynamic_routing, use_matmul_convolutions
 from capsnotes.flops import training_flops_per_image
+from capsnotes.step import TrainingStep
 from capsnotes.train import (
     TrainConfig,
-    autocast_for,
+    cudnn_autotuning,
     device_name,
     make_optimizer,
     profile,
@@ -113,50 +114,67 @@ def capsnotes_stepper(
     device: torch.device,
     batch_size: int,
     root: Path,
+    *,
+    mixed_precision: bool = True,
+    channels_last: bool = True,
     fast_routing: bool = True,
     convolutions: str = "trainer",
     fused_adam: bool = True,
+    cudnn_autotune: bool = True,
+    graphed: bool = True,
+    compiled: bool = False,
     notes: dict | None = None,
 ) -> Callable[[int], None]:
-    """capsnotes as its trainer runs it on this device. For the ablation rows,
-    ``fast_routing=False`` routes with the reference dynamic_routing, on a CPU
-    ``convolutions`` is ``"native"`` or ``"matmul"`` instead of the trainer's timed
-    choice (``"trainer"``), and ``fused_adam=False`` steps with torch's default Adam.
-    The trainer's choice of convolutions, and the timings it made it by, go into ``notes``."""
+    """capsnotes as its trainer runs it on this device, one training step at a time
+    through :class:`capsnotes.step.TrainingStep`. Every keyword switches one technique off
+    for the ablation rows (those named for CUDA do nothing on a CPU): bf16 autocast,
+    channels-last parameters, the fused routing backward, on a CPU ``convolutions``
+    ``"native"`` or ``"matmul"`` instead of the trainer's timed choice (``"trainer"``),
+    fused Adam, cuDNN's autotuning and the CUDA graph. ``compiled`` runs the model
+    through ``torch.compile`` (with the reference routing, which the compiler fuses
+    itself). The trainer's choice of convolutions, and the timings it made it by, and the
+    compilation time, go into ``notes``."""
+    on_gpu = device.type == "cuda"
     data = load_dataset("mnist", train=True, root=root, download=False).to(device)
     torch.manual_seed(0)
     model = CapsNet().to(device)
-    accelerate(model, device)  # every fast path for this device
-    if not fast_routing:
-        model.digits.routing_function = dynamic_routing
-    if device.type == "cpu":
+    if fast_routing and not compiled:
+        model.digits.routing_function = fused_dynamic_routing
+    if on_gpu and channels_last:
+        model.to(memory_format=torch.channels_last)
+    if not on_gpu:
         if convolutions == "trainer":
             choice = tune_cpu_convolutions(model, TrainConfig(batch_size=batch_size), data)
             if notes is not None:
                 notes.update(choice.to_dict())
         else:
             use_matmul_convolutions(model, convolutions == "matmul")
-    optimizer = make_optimizer(model, 1e-3, fused=fused_adam)
+    graphed = graphed and on_gpu
+    optimizer = make_optimizer(model, 1e-3, fused=fused_adam, capturable=graphed)
+    step = TrainingStep(
+        torch.compile(model) if compiled else model,
+        optimizer,
+        mixed_precision=mixed_precision,
+        graphed=graphed,
+    )
     generator = torch.Generator(device=device).manual_seed(0)
     stream = endless(
         lambda: batches(
             data, batch_size, shuffle=True, max_shift=2, generator=generator, drop_last=True
         )
     )
-    autocast = autocast_for(device)  # bf16 on CUDA, as the trainer
+    first_call = [True]
 
     def run(steps: int) -> None:
-        for _ in range(steps):
-            images, labels = next(stream)
-            with autocast:
-                out = model(images, labels)
-            loss = margin_loss(out.capsules.float(), labels) + reconstruction_loss(
-                out.reconstructions.float(), images
-            )
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-        synchronize(device)
+        started = time.perf_counter()
+        with cudnn_autotuning(on_gpu and cudnn_autotune):
+            for _ in range(steps):
+                images, labels = next(stream)
+                step(images, labels)
+            synchronize(device)
+        if compiled and first_call[0] and notes is not None:
+            notes["compile_seconds"] = time.perf_counter() - started  # the first call compiles
+        first_call[0] = False
 
     return run
 
@@ -178,44 +196,89 @@ def compare(
     warmup: int,
     root: Path,
     ablation: bool,
+    larger_batches: Iterable[int] = (),
+    compiled: bool = False,
 ) -> dict:
-    trainer_choice: dict = {}
-    contenders = {
-        "baseline": baseline_stepper(device, batch_size, root),
-        "capsnotes": capsnotes_stepper(device, batch_size, root, notes=trainer_choice),
+    trainer_notes: dict = {}
+    contenders: dict[str, tuple[int, Callable[[int], None]]] = {
+        "baseline": (batch_size, baseline_stepper(device, batch_size, root)),
+        "capsnotes": (
+            batch_size,
+            capsnotes_stepper(device, batch_size, root, notes=trainer_notes),
+        ),
     }
-    if ablation:
-        contenders["capsnotes, reference code only"] = capsnotes_stepper(
-            device, batch_size, root, fast_routing=False, convolutions="native", fused_adam=False
+    notes: dict[str, dict] = {"capsnotes": trainer_notes}
+
+    def add(name: str, size: int = batch_size, **switches: object) -> None:
+        notes[name] = {}
+        contenders[name] = (
+            size,
+            capsnotes_stepper(device, size, root, notes=notes[name], **switches),
         )
-        contenders["  + fused routing backward"] = capsnotes_stepper(
-            device, batch_size, root, convolutions="native", fused_adam=False
+
+    if ablation and device.type == "cuda":
+        # Each row adds one technique to the one before; the last is the trainer's path.
+        steps_on = dict(
+            mixed_precision=False,
+            channels_last=False,
+            fast_routing=False,
+            fused_adam=False,
+            cudnn_autotune=False,
+            graphed=False,
         )
-        contenders["  + fused Adam"] = capsnotes_stepper(
-            device, batch_size, root, convolutions="native"
+        add("capsnotes, reference code only", **steps_on)
+        for name, switch in [
+            ("  + bf16 autocast", "mixed_precision"),
+            ("  + channels-last", "channels_last"),
+            ("  + fused routing backward", "fast_routing"),
+            ("  + fused Adam", "fused_adam"),
+            ("  + cuDNN autotuning", "cudnn_autotune"),
+        ]:
+            steps_on[switch] = True
+            add(name, **steps_on)
+        for size in larger_batches:
+            add(f"capsnotes, batch {size}", size)
+    elif ablation:
+        add(
+            "capsnotes, reference code only",
+            fast_routing=False,
+            convolutions="native",
+            fused_adam=False,
         )
-        if device.type == "cpu":
-            contenders["  + convolutions as matmul"] = capsnotes_stepper(
-                device, batch_size, root, convolutions="matmul"
-            )
-    for run in contenders.values():
-        run(warmup)
+        add("  + fused routing backward", convolutions="native", fused_adam=False)
+        add("  + fused Adam", convolutions="native")
+        add("  + convolutions as matmul", convolutions="matmul")
+    if compiled and device.type == "cuda":
+        add("capsnotes, torch.compile, no graph", compiled=True, graphed=False)
+    failed: dict[str, str] = {}
+    for name, (_, run) in list(contenders.items()):
+        try:
+            run(warmup)
+        except Exception as error:  # an optional technique that does not work here
+            if name in ("baseline", "capsnotes"):
+                raise
+            failed[name] = f"{type(error).__name__}: {error}"[:500]
+            del contenders[name]
+            print(f"{name.strip()}: failed, left out ({failed[name][:200]})")
     seconds: dict[str, list[float]] = {name: [] for name in contenders}
     names = list(contenders)
     for round_ in range(rounds):
         # rotate the order, so that no row always runs right after the same other row
         shift = round_ % len(names)
         for name in names[shift:] + names[:shift]:
-            seconds[name].append(time_steps(contenders[name], steps, device))
+            seconds[name].append(time_steps(contenders[name][1], steps, device))
     rows = {}
     for name, times in seconds.items():
+        size = contenders[name][0]
         per_step = statistics.median(times) / steps
         rows[name] = {
-            "images_per_second": batch_size / per_step,
-            "seconds_per_epoch": 60_000 * per_step / batch_size,
+            "batch_size": size,
+            "images_per_second": size / per_step,
+            "seconds_per_epoch": 60_000 * per_step / size,
             "round_seconds": times,
-        }
-    rows["capsnotes"] |= trainer_choice  # on a CPU: which convolutions, and why
+        } | notes.get(name, {})  # on a CPU: which convolutions, and why; compile time
+    for name, error in failed.items():
+        rows[name] = {"batch_size": contenders.get(name, (batch_size,))[0], "error": error}
     return rows
 
 
@@ -239,16 +302,20 @@ def matmul_peak(device: torch.device) -> dict:
     }
 
 
-def print_table(rows: dict, device: str, batch_size: int) -> None:
+def print_table(rows: dict, device: str) -> None:
     base = rows["baseline"]["images_per_second"]
     print(
         f"\n{'implementation':32s} {'device':28s} {'batch':>5s} {'train img/s':>11s} "
         f"{'s/epoch':>8s} {'ratio':>6s}"
     )
     for name, row in rows.items():
+        if "error" in row:
+            print(f"{name:32s} failed: {row['error'][:60]}")
+            continue
         print(
-            f"{name:32s} {device[:28]:28s} {batch_size:5d} {row['images_per_second']:11.1f} "
-            f"{row['seconds_per_epoch']:8.1f} {row['images_per_second'] / base:6.2f}"
+            f"{name:32s} {device[:28]:28s} {row['batch_size']:5d} "
+            f"{row['images_per_second']:11.1f} {row['seconds_per_epoch']:8.2f} "
+            f"{row['images_per_second'] / base:6.2f}"
         )
 
 
@@ -268,6 +335,19 @@ def main(argv: list[str] | None = None) -> int:
         "--no-ablation",
         action="store_true",
         help="time only baseline and capsnotes, not the steps in between",
+    )
+    parser.add_argument(
+        "--larger-batches",
+        type=int,
+        nargs="*",
+        default=None,
+        metavar="N",
+        help="on a GPU, also time the trainer's path at these batch sizes (default: 256 512)",
+    )
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="on a GPU, also time a torch.compile'd model (and report its compilation time)",
     )
     parser.add_argument("--train", metavar="PROFILE", help="also run capsnotes.train with PROFILE")
     parser.add_argument("--record", metavar="NAME", help="write benchmarks/results/NAME.json")
@@ -290,9 +370,20 @@ def main(argv: list[str] | None = None) -> int:
     root = data_root(args.data_root)
     name = device_name(device)
     started = time.perf_counter()
-    rows = compare(device, batch_size, steps, args.rounds, warmup, root, not args.no_ablation)
+    larger = (256, 512) if args.larger_batches is None else tuple(args.larger_batches)
+    rows = compare(
+        device,
+        batch_size,
+        steps,
+        args.rounds,
+        warmup,
+        root,
+        not args.no_ablation,
+        larger_batches=larger if on_gpu else (),
+        compiled=args.compile and on_gpu,
+    )
     print(f"allocator: {allocator_setting()}")
-    print_table(rows, name, batch_size)
+    print_table(rows, name)
     if "convolutions" in rows["capsnotes"]:
         timed = ", ".join(f"{k} {v:.3f} s" for k, v in rows["capsnotes"]["step_seconds"].items())
         print(f"the trainer chose {rows['capsnotes']['convolutions']} convolutions ({timed})")

@@ -72,6 +72,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
     train.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=1,
+        metavar="N",
+        help="write the checkpoint after every N epochs and after the last (default 1)",
+    )
+    train.add_argument(
         "--reference",
         action="store_true",
         help="use only the reference code paths, not capsnotes.fast",
@@ -134,6 +141,7 @@ def _train(args: argparse.Namespace, argv: Sequence[str]) -> int:
         resume=not args.no_resume,
         progress=not args.no_progress,
         fast=not args.reference,
+        checkpoint_every=args.checkpoint_every,
         provenance={
             "command": "python -m capsnotes " + shlex.join(argv),
             "profile": name,

@@ -17,7 +17,7 @@ import hashlib
 import json
 import platform
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -35,6 +35,7 @@ from .data import DATASETS, ImageSet, batches, load_dataset
 from .fast import accelerate, choose_cpu_convolution
 from .losses import margin_loss, reconstruction_loss
 from .model import CapsNet, CapsNetConfig, dataclass_from_dict
+from .step import TrainingStep, autocast_for
 
 __all__ = [
     "PROFILES",
@@ -42,6 +43,7 @@ __all__ = [
     "TrainResult",
     "autocast_for",
     "build_model",
+    "cudnn_autotuning",
     "default_profile",
     "evaluate",
     "make_optimizer",
@@ -176,13 +178,6 @@ def device_name(device: torch.device) -> str:
     return f"CPU: {model}, {torch.get_num_threads()} threads"
 
 
-def autocast_for(device: torch.device, enabled: bool = True) -> contextlib.AbstractContextManager:
-    """bf16 autocast on CUDA when ``enabled``; on other devices, nothing."""
-    if enabled and device.type == "cuda":
-        return torch.autocast("cuda", dtype=torch.bfloat16)
-    return contextlib.nullcontext()
-
-
 @torch.no_grad()
 def evaluate(
     model: CapsNet,
@@ -272,6 +267,7 @@ def train(
     fast: bool = True,
     on_epoch_end: Callable[[dict[str, Any]], None] | None = None,
     provenance: dict[str, Any] | None = None,
+    checkpoint_every: int = 1,
 ) -> TrainResult:
     """Train a CapsNet with ``config``, saving into ``out_dir`` after every epoch.
 
@@ -291,7 +287,15 @@ def train(
             the exact command, the profile and its overrides). The call that starts the
             run keeps it as ``history["provenance"]``; every call that trains adds it to
             ``history["session_details"]``, with the fast paths and allocator it used.
+        checkpoint_every: write the checkpoint after every this many epochs (and after
+            the last); ``history.json`` is written after every epoch. On a GPU an epoch
+            can take less time than writing the model and Adam's state.
+
+    With ``fast`` on a CUDA device, each step is replayed from a CUDA graph
+    (:class:`~capsnotes.step.TrainingStep`) and cuDNN picks its convolution algorithms by
+    timing them (restored afterwards).
     """
+    check_positive_int("checkpoint_every", checkpoint_every)
     started = time.perf_counter()
     device = resolve_device(device)
     out_dir = Path(out_dir)
@@ -319,7 +323,8 @@ def train(
     train_set, test_set = train_set.to(device), test_set.to(device)
 
     model = build_model(config, device)
-    optimizer = make_optimizer(model, config.learning_rate, fused=fast)
+    graphed = fast and device.type == "cuda"
+    optimizer = make_optimizer(model, config.learning_rate, fused=fast, capturable=graphed)
     scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=config.lr_decay)
     history = {
         "format": 1,
@@ -347,57 +352,79 @@ def train(
         "fast_paths": fast,
         "allocator": allocator_setting(),
         "optimizer": "Adam, fused" if optimizer.defaults.get("fused") else "Adam",
+        "cuda_graphs": graphed,
     }
     if fast and device.type == "cpu" and start_epoch <= config.epochs:
         details |= tune_cpu_convolutions(model, config, train_set).to_dict()
-    for epoch in range(start_epoch, config.epochs + 1):
-        record = _train_epoch(model, optimizer, config, train_set, epoch, device, progress)
-        scheduler.step()
-        tested_at = time.perf_counter()
-        test = evaluate(
-            model,
-            test_set,
-            config.eval_batch_size,
-            config.mixed_precision,
-            config.reconstruction_weight,
-        )
-        record.update(
-            test_accuracy=test["accuracy"],
-            test_margin_loss=test["margin_loss"],
-            test_reconstruction_loss=test["reconstruction_loss"],
-            eval_seconds=time.perf_counter() - tested_at,
-        )
-        history["epochs"].append(record)
-        if epoch == start_epoch:
-            sessions.append(0.0)
-            history.setdefault("session_details", []).append(details)
-        sessions[-1] = time.perf_counter() - started
-        history["wall_seconds"] = sum(sessions)
-        history["test_accuracy"] = record["test_accuracy"]
-        save_checkpoint(
-            checkpoint_path,
-            model.state_dict(),
-            {"train_config": config.to_dict(), "epoch": epoch, "history": history},
-            optimizer.state_dict(),
-            scheduler.state_dict(),
-        )
-        _write_json(out_dir / "history.json", history)
-        if on_epoch_end is not None:
-            on_epoch_end(record)
+    step = TrainingStep(
+        model, optimizer, config.reconstruction_weight, config.mixed_precision, graphed=graphed
+    )
+    with cudnn_autotuning(fast and device.type == "cuda"):
+        for epoch in range(start_epoch, config.epochs + 1):
+            record = _train_epoch(step, config, train_set, epoch, progress)
+            scheduler.step()
+            tested_at = time.perf_counter()
+            test = evaluate(
+                model,
+                test_set,
+                config.eval_batch_size,
+                config.mixed_precision,
+                config.reconstruction_weight,
+            )
+            record.update(
+                test_accuracy=test["accuracy"],
+                test_margin_loss=test["margin_loss"],
+                test_reconstruction_loss=test["reconstruction_loss"],
+                eval_seconds=time.perf_counter() - tested_at,
+            )
+            history["epochs"].append(record)
+            if epoch == start_epoch:
+                sessions.append(0.0)
+                history.setdefault("session_details", []).append(details)
+            sessions[-1] = time.perf_counter() - started
+            history["wall_seconds"] = sum(sessions)
+            history["test_accuracy"] = record["test_accuracy"]
+            last = epoch == config.epochs
+            if last or (epoch - start_epoch + 1) % checkpoint_every == 0:
+                save_checkpoint(
+                    checkpoint_path,
+                    model.state_dict(),
+                    {"train_config": config.to_dict(), "epoch": epoch, "history": history},
+                    optimizer.state_dict(),
+                    scheduler.state_dict(),
+                )
+            _write_json(out_dir / "history.json", history)
+            if on_epoch_end is not None:
+                on_epoch_end(record)
 
     return TrainResult(model, history, out_dir)
 
 
-def make_optimizer(model: nn.Module, learning_rate: float, fused: bool = True) -> torch.optim.Adam:
+def make_optimizer(
+    model: nn.Module, learning_rate: float, fused: bool = True, capturable: bool = False
+) -> torch.optim.Adam:
     """Adam over ``model``'s parameters, as the paper trains. With ``fused``, where the
     parameters' device has torch's fused Adam kernel (CPU and CUDA), it is used: one pass
     over each parameter per step instead of several, the same update up to rounding.
-    Otherwise torch's default implementation."""
+    Otherwise torch's default implementation. ``capturable`` keeps the step count on the
+    device, so that the update can be recorded in a CUDA graph."""
     parameters = list(model.parameters())
     fusable = {"cpu", "cuda"}
     if fused and all(p.device.type in fusable and p.is_floating_point() for p in parameters):
-        return torch.optim.Adam(parameters, lr=learning_rate, fused=True)
-    return torch.optim.Adam(parameters, lr=learning_rate)
+        return torch.optim.Adam(parameters, lr=learning_rate, fused=True, capturable=capturable)
+    return torch.optim.Adam(parameters, lr=learning_rate, capturable=capturable)
+
+
+@contextlib.contextmanager
+def cudnn_autotuning(enabled: bool = True) -> Iterator[None]:
+    """Let cuDNN time its convolution algorithms and keep the fastest
+    (``torch.backends.cudnn.benchmark``) inside the block; the setting is restored after."""
+    previous = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = enabled or previous
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.benchmark = previous
 
 
 def tune_cpu_convolutions(model: CapsNet, config: TrainConfig, data: ImageSet) -> Any:
@@ -418,21 +445,18 @@ def tune_cpu_convolutions(model: CapsNet, config: TrainConfig, data: ImageSet) -
 
 
 def _train_epoch(
-    model: CapsNet,
-    optimizer: torch.optim.Optimizer,
+    step: TrainingStep,
     config: TrainConfig,
     data: ImageSet,
     epoch: int,
-    device: torch.device,
     progress: bool,
 ) -> dict[str, Any]:
     """One pass over ``data``. Nothing is read back from the device until the end."""
-    model.train()
+    step.model.train()
+    device = data.device
     generator = torch.Generator(device=device).manual_seed(_epoch_seed(config.seed, epoch))
-    learning_rate = optimizer.param_groups[0]["lr"]
-    margins: list[Tensor] = []
-    reconstructions: list[Tensor] = []
-    correct = torch.zeros((), dtype=torch.int64, device=device)
+    learning_rate = step.optimizer.param_groups[0]["lr"]
+    stats: list[Tensor] = []  # per step: margin loss, reconstruction loss, correct
     steps = -(-len(data) // config.batch_size)
     started = time.perf_counter()
     bar = tqdm(
@@ -445,31 +469,19 @@ def _train_epoch(
         leave=False,
     )
     for images, labels in bar:
-        with autocast_for(device, config.mixed_precision):
-            out = model(images, labels)
-        margin = margin_loss(out.capsules.float(), labels)
-        recon = reconstruction_loss(
-            out.reconstructions.float(), images, config.reconstruction_weight
-        )
-        optimizer.zero_grad(set_to_none=True)
-        (margin + recon).backward()
-        optimizer.step()
-        margins.append(margin.detach())
-        reconstructions.append(recon.detach())
-        correct += (out.predictions == labels).sum()
-    step_margins = torch.stack(margins).tolist()  # the epoch's one wait for the device
-    step_recons = torch.stack(reconstructions).tolist()
+        stats.append(step(images, labels))
+    margins, recons, correct = torch.stack(stats).T.tolist()  # the epoch's one wait
     seconds = time.perf_counter() - started
     return {
         "epoch": epoch,
         "learning_rate": learning_rate,
-        "margin_loss": sum(step_margins) / len(step_margins),
-        "reconstruction_loss": sum(step_recons) / len(step_recons),
-        "train_accuracy": correct.item() / len(data),
+        "margin_loss": sum(margins) / len(margins),
+        "reconstruction_loss": sum(recons) / len(recons),
+        "train_accuracy": sum(correct) / len(data),
         "seconds": seconds,
         "images_per_second": len(data) / seconds,
-        "step_margin_loss": step_margins,
-        "step_reconstruction_loss": step_recons,
+        "step_margin_loss": margins,
+        "step_reconstruction_loss": recons,
     }
 
 

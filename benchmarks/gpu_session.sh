@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The commands a lent GPU session runs, kept here so that every number in
+# benchmarks/results/<name>-*.json and the shipped GPU model can be traced to a command.
+#
+#   bash benchmarks/gpu_session.sh measure NAME   # GPU tests, the comparison, 2 epochs
+#   bash benchmarks/gpu_session.sh seeds NAME     # the paper profile with seeds 0, 1, 2
+#
+# Needs MNIST under $CAPSNOTES_DATA (default: .gpu_data/ in the repository, carried to
+# the machine with the command). What should come back is copied to $OUT.
+set -uo pipefail
+stage=${1:?measure or seeds}
+name=${2:-h100}
+export PYTHONUNBUFFERED=1
+export CAPSNOTES_DATA=${CAPSNOTES_DATA:-$PWD/.gpu_data}
+out=${OUT:-/tmp/capsnotes-out}
+mkdir -p "$out" runs
+stamp() { echo "[$(date -u +%T)] $*"; }
+
+case $stage in
+measure)
+    nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv
+    python3 -c "import torch, torchvision; print(torch.__version__, torchvision.__version__)"
+    nproc; grep -m1 'model name' /proc/cpuinfo
+    stamp tests
+    timeout 180 python3 -m pytest -q -x -p no:cacheprovider tests/test_step.py tests/test_fast.py \
+        2>&1 | tail -15
+    stamp compare
+    timeout 300 python3 -m benchmarks.compare --device cuda --record "$name-paper" \
+        2>&1 | tee "$out/compare.log"
+    cp "benchmarks/results/$name-paper.json" "$out/"
+    stamp "two epochs of the paper profile"
+    timeout 90 python3 -m capsnotes train --profile paper --device cuda --epochs 2 \
+        --out runs/probe --no-progress --checkpoint-every 100 2>&1 | tail -3
+    python3 - <<'PY'
+import json
+h = json.load(open("runs/probe/history.json"))
+for e in h["epochs"]:
+    print({k: round(v, 4) for k, v in e.items() if isinstance(v, float) and not k.startswith("step_")})
+print("wall", round(h["wall_seconds"], 2), h["session_details"][-1])
+PY
+    stamp "torch.compile"
+    timeout 240 python3 -m benchmarks.compare --device cuda --no-ablation --compile \
+        --rounds 2 --record "$name-compile" 2>&1 | tee "$out/compile.log"
+    cp "benchmarks/results/$name-compile.json" "$out/" 2>/dev/null
+    stamp done
+    ;;
+seeds)
+    for seed in 0 1 2; do
+        stamp "seed $seed"
+        /usr/bin/time -f "process wall %e s" python3 -m capsnotes train --profile paper \
+            --device cuda --seed "$seed" --out "runs/paper-seed$seed" --no-progress \
+            --checkpoint-every 1000 2>&1 | tail -3
+    done
+    python3 -m benchmarks.runs --record "$name-paper" runs/paper-seed0 runs/paper-seed1 \
+        runs/paper-seed2
+    cp "benchmarks/results/$name-paper.json" "$out/"
+    python3 tools/ship_pretrained.py runs/paper-seed0 --name mnist
+    cp capsnotes/weights/mnist.safetensors capsnotes/weights/mnist.json "$out/"
+    tar czf "$out/histories.tgz" runs/paper-seed*/history.json
+    stamp done
+    ;;
+*)
+    echo "unknown stage $stage (measure or seeds)" >&2
+    exit 2
+    ;;
+esac
