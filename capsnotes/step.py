@@ -95,10 +95,10 @@ class TrainingStep:
         correct = (out.predictions == labels).sum().float()
         return torch.stack([margin.detach(), recon.detach(), correct])
 
-    def _eager(self, images: Tensor, labels: Tensor) -> Tensor:
+    def _eager(self, images: Tensor, labels: Tensor, cache: bool = True) -> Tensor:
         # Once a graph owns the gradient buffers, keep them: zero them in place.
         self.optimizer.zero_grad(set_to_none=self._graph is None)
-        stats = self._forward_backward(images, labels)
+        stats = self._forward_backward(images, labels, cache)
         self.optimizer.step()
         self.eager_steps += 1
         return stats
@@ -126,7 +126,7 @@ class TrainingStep:
             side = torch.cuda.Stream(self.device)
             side.wait_stream(torch.cuda.current_stream(self.device))
             with torch.cuda.stream(side):
-                stats = self._eager(images, labels)
+                stats = self._eager(images, labels, cache=False)  # as it will be recorded
             torch.cuda.current_stream(self.device).wait_stream(side)
             return stats
         recorded_shape = self._inputs[0].shape if self._inputs is not None else None

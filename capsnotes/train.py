@@ -124,7 +124,7 @@ PROFILES: dict[str, TrainConfig] = {
         max_shift=0,
         lr_decay=0.9,
     ),
-    "paper": TrainConfig(epochs=30, batch_size=128, max_shift=2),
+    "paper": TrainConfig(epochs=100, batch_size=128, max_shift=2, lr_decay=0.955),
 }
 
 
