@@ -66,6 +66,13 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--routing-iterations", type=int, help="routing iterations (default 3)")
     train.add_argument("--seed", type=int, help="random seed")
     train.add_argument(
+        "--weight-averaging",
+        type=float,
+        metavar="DECAY",
+        help="keep a moving average of the weights with this decay per step (0: none) "
+        "and make it the run's model",
+    )
+    train.add_argument(
         "--no-resume",
         action="store_true",
         help="start over even if DIR has a checkpoint (it is overwritten)",
@@ -125,6 +132,7 @@ def _train(args: argparse.Namespace, argv: Sequence[str]) -> int:
         "test_size",
         "max_shift",
         "seed",
+        "weight_averaging",
     )
     overrides = {f: getattr(args, f) for f in fields if getattr(args, f) is not None}
     config = profile(name, **overrides)
@@ -169,7 +177,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     config = TrainConfig.from_dict(checkpoint.metadata["train_config"])
     device = resolve_device(args.device)
     model = CapsNet(config.model)
-    load_model_state(model, checkpoint.model_state, checkpoint.path)
+    load_model_state(model, checkpoint.result_state, checkpoint.path)
     model.to(device)
     test_set = load_dataset(config.dataset, False, args.data_root).subset(args.test_size, seed=0)
     scores = evaluate(model, test_set, args.batch_size, config.mixed_precision)

@@ -44,6 +44,14 @@ class Checkpoint:
     optimizer_state: dict[str, Any] | None = None
     scheduler_state: dict[str, Any] | None = None
     path: Path | None = field(default=None, repr=False)
+    #: the moving average of the weights, when the run kept one (``average.<name>``)
+    average_state: dict[str, Tensor] | None = None
+
+    @property
+    def result_state(self) -> dict[str, Tensor]:
+        """The weights that are the run's result: the moving average if the run kept
+        one, else the trained weights themselves."""
+        return self.average_state if self.average_state is not None else self.model_state
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
@@ -78,12 +86,15 @@ def save_checkpoint(
     metadata: dict[str, Any],
     optimizer_state: dict[str, Any] | None = None,
     scheduler_state: dict[str, Any] | None = None,
+    average_state: dict[str, Tensor] | None = None,
 ) -> Path:
     """Write a checkpoint atomically. ``metadata`` must be JSON-serialisable."""
     tensors: dict[str, Tensor] = {
         f"model.{name}": value.detach().to("cpu").contiguous()
         for name, value in model_state.items()
     }
+    for name, value in (average_state or {}).items():
+        tensors[f"average.{name}"] = value.detach().to("cpu").contiguous()
     optimizer_meta = None
     if optimizer_state is not None:
         per_param: dict[str, dict[str, Any]] = {}
@@ -138,6 +149,9 @@ def load_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
     except (KeyError, json.JSONDecodeError) as error:
         raise ValueError(f"{path}: {expected}; bad metadata: {error}") from None
     model_state = {k[len("model.") :]: v for k, v in tensors.items() if k.startswith("model.")}
+    average_state = {
+        k[len("average.") :]: v for k, v in tensors.items() if k.startswith("average.")
+    }
     optimizer_state = None
     if optimizer_meta is not None:
         state: dict[int, dict[str, Any]] = {}
@@ -148,7 +162,9 @@ def load_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
                 _, index, name = key.split(".", 2)
                 state.setdefault(int(index), {})[name] = value
         optimizer_state = {"state": state, "param_groups": optimizer_meta["param_groups"]}
-    return Checkpoint(model_state, metadata, optimizer_state, scheduler_state, path)
+    return Checkpoint(
+        model_state, metadata, optimizer_state, scheduler_state, path, average_state or None
+    )
 
 
 def load_model_state(model: torch.nn.Module, state: dict[str, Tensor], source: object) -> None:

@@ -95,7 +95,7 @@ def trained_model(
         history = json.loads(history_path.read_text())
         if len(history.get("epochs", [])) == config.epochs and "wall_seconds" in history:
             checkpoint = load_checkpoint(out_dir / "checkpoint.safetensors")
-            model = _reference_model(config, checkpoint.model_state, device, checkpoint.path)
+            model = _reference_model(config, checkpoint.result_state, device, checkpoint.path)
             return TrainResult(model, history, out_dir)
     result = train(config, out_dir, device=device, progress=progress)
     # Hand back the plain reference model (train() may have switched to fast variants).

@@ -148,7 +148,7 @@ def save_pretrained(
     weights_path.parent.mkdir(parents=True, exist_ok=True)
     half = {
         key: value.half() if value.is_floating_point() else value
-        for key, value in checkpoint.model_state.items()
+        for key, value in checkpoint.result_state.items()
     }
     with tempfile.TemporaryDirectory(dir=weights_path.parent, prefix=".staging-") as staging:
         staged_weights, staged_record = pretrained_files(name, Path(staging))

@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from .losses import margin_loss, reconstruction_loss
 from .model import CapsNet
@@ -55,6 +55,9 @@ class TrainingStep:
         mixed_precision: bf16 autocast on CUDA.
         graphed: record the step as a CUDA graph (CUDA only).
         warmup: eager steps before the first recording.
+        averaged: a copy of ``model`` whose parameters follow an exponential moving
+            average of ``model``'s after every step: ``a ← a + (1 - decay)(w - a)``.
+        decay: the moving average's decay per step, in ``(0, 1)``.
     """
 
     def __init__(
@@ -65,6 +68,8 @@ class TrainingStep:
         mixed_precision: bool = True,
         graphed: bool = False,
         warmup: int = 3,
+        averaged: nn.Module | None = None,
+        decay: float = 0.999,
     ) -> None:
         self.model = model
         self.optimizer = optimizer
@@ -79,6 +84,15 @@ class TrainingStep:
             raise ValueError(f"a graphed step needs warmup >= 1 eager steps, got {warmup!r}")
         self.graphed = graphed
         self.warmup = warmup
+        self.averaged = averaged
+        self.decay = decay
+        if averaged is not None:
+            if not 0 < decay < 1:
+                raise ValueError(f"decay must lie in (0, 1), got {decay}")
+            self._live = [p.detach() for p in model.parameters()]
+            self._average = [p.detach() for p in averaged.parameters()]
+            if [a.shape for a in self._average] != [p.shape for p in self._live]:
+                raise ValueError("averaged must be a copy of model (same parameter shapes)")
         self.eager_steps = 0
         self.recordings = 0  #: how many graphs were recorded (one per learning rate)
         self._graph: torch.cuda.CUDAGraph | None = None
@@ -99,9 +113,15 @@ class TrainingStep:
         # Once a graph owns the gradient buffers, keep them: zero them in place.
         self.optimizer.zero_grad(set_to_none=self._graph is None)
         stats = self._forward_backward(images, labels, cache)
-        self.optimizer.step()
+        self._update()
         self.eager_steps += 1
         return stats
+
+    def _update(self) -> None:
+        self.optimizer.step()
+        if self.averaged is not None:
+            with torch.no_grad():
+                torch._foreach_lerp_(self._average, self._live, 1.0 - self.decay)
 
     def _record(self, images: Tensor, labels: Tensor) -> None:
         if self._inputs is None or self._inputs[0].shape != images.shape:
@@ -114,7 +134,7 @@ class TrainingStep:
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             stats = self._forward_backward(static_images, static_labels, cache=False)
-            self.optimizer.step()
+            self._update()
         self._graph, self._stats = graph, stats
         self._graph_lr = self.optimizer.param_groups[0]["lr"]
         self.recordings += 1

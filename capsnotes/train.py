@@ -70,6 +70,9 @@ class TrainConfig:
     reconstruction_weight: float = 0.0005
     eval_batch_size: int = 500
     mixed_precision: bool = True  #: bf16 autocast, on CUDA only
+    #: decay per step of a moving average of the weights (0: none). With one, the
+    #: averaged weights are the run's model: tested every epoch, saved and returned.
+    weight_averaging: float = 0.0
     model: CapsNetConfig = field(default_factory=CapsNetConfig)
 
     def __post_init__(self) -> None:
@@ -93,6 +96,11 @@ class TrainConfig:
             raise ValueError(f"max_shift must be >= 0, got {self.max_shift}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise TypeError(f"seed must be an int, got {self.seed!r}")
+        if not 0 <= self.weight_averaging < 1:
+            raise ValueError(
+                "weight_averaging must lie in [0, 1) (0: no averaging), "
+                f"got {self.weight_averaging}"
+            )
         if not self.reconstruction_weight >= 0:
             raise ValueError(
                 f"reconstruction_weight must be >= 0, got {self.reconstruction_weight}"
@@ -124,7 +132,9 @@ PROFILES: dict[str, TrainConfig] = {
         max_shift=0,
         lr_decay=0.9,
     ),
-    "paper": TrainConfig(epochs=100, batch_size=128, max_shift=2, lr_decay=0.955),
+    "paper": TrainConfig(
+        epochs=90, batch_size=128, max_shift=2, lr_decay=0.95, weight_averaging=0.9995
+    ),
 }
 
 
@@ -232,7 +242,8 @@ def evaluate(
 
 @dataclass
 class TrainResult:
-    """The trained model (on the training device), its history and where it was saved."""
+    """The trained model (on the training device; the averaged weights if the run kept a
+    moving average), its history and where it was saved."""
 
     model: CapsNet
     history: dict[str, Any]
@@ -323,6 +334,8 @@ def train(
     train_set, test_set = train_set.to(device), test_set.to(device)
 
     model = build_model(config, device)
+    # Starts as an exact copy: built from the same seed.
+    averaged = build_model(config, device) if config.weight_averaging else None
     graphed = fast and device.type == "cuda"
     optimizer = make_optimizer(model, config.learning_rate, fused=fast, capturable=graphed)
     scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=config.lr_decay)
@@ -338,6 +351,10 @@ def train(
     }
     if previous is not None:
         load_model_state(model, previous.model_state, checkpoint_path)
+        if averaged is not None:
+            if previous.average_state is None:
+                raise ValueError(f"{checkpoint_path} has no averaged weights to resume from")
+            load_model_state(averaged, previous.average_state, checkpoint_path)
         optimizer.load_state_dict(previous.optimizer_state)
         scheduler.load_state_dict(previous.scheduler_state)
         history = previous.metadata["history"]
@@ -347,6 +364,8 @@ def train(
     start_epoch = len(history["epochs"]) + 1
     if fast:
         accelerate(model, device)
+        if averaged is not None:
+            accelerate(averaged, device)
     details = {
         "provenance": provenance or {},
         "fast_paths": fast,
@@ -357,26 +376,42 @@ def train(
     if fast and device.type == "cpu" and start_epoch <= config.epochs:
         details |= tune_cpu_convolutions(model, config, train_set).to_dict()
     step = TrainingStep(
-        model, optimizer, config.reconstruction_weight, config.mixed_precision, graphed=graphed
+        model,
+        optimizer,
+        config.reconstruction_weight,
+        config.mixed_precision,
+        graphed=graphed,
+        averaged=averaged,
+        decay=config.weight_averaging or 0.999,
     )
+    result_model = model if averaged is None else averaged
+
+    def test(which: CapsNet) -> dict[str, Any]:
+        return evaluate(
+            which,
+            test_set,
+            config.eval_batch_size,
+            config.mixed_precision,
+            config.reconstruction_weight,
+        )
+
     with cudnn_autotuning(fast and device.type == "cuda"):
         for epoch in range(start_epoch, config.epochs + 1):
             record = _train_epoch(step, config, train_set, epoch, progress)
             scheduler.step()
             tested_at = time.perf_counter()
-            test = evaluate(
-                model,
-                test_set,
-                config.eval_batch_size,
-                config.mixed_precision,
-                config.reconstruction_weight,
-            )
+            scores = test(result_model)
             record.update(
-                test_accuracy=test["accuracy"],
-                test_margin_loss=test["margin_loss"],
-                test_reconstruction_loss=test["reconstruction_loss"],
-                eval_seconds=time.perf_counter() - tested_at,
+                test_accuracy=scores["accuracy"],
+                test_margin_loss=scores["margin_loss"],
+                test_reconstruction_loss=scores["reconstruction_loss"],
             )
+            if averaged is not None:  # the trained weights themselves, for comparison
+                live = test(model)
+                record.update(
+                    test_accuracy_live=live["accuracy"], test_margin_loss_live=live["margin_loss"]
+                )
+            record["eval_seconds"] = time.perf_counter() - tested_at
             history["epochs"].append(record)
             if epoch == start_epoch:
                 sessions.append(0.0)
@@ -392,12 +427,13 @@ def train(
                     {"train_config": config.to_dict(), "epoch": epoch, "history": history},
                     optimizer.state_dict(),
                     scheduler.state_dict(),
+                    average_state=None if averaged is None else averaged.state_dict(),
                 )
             _write_json(out_dir / "history.json", history)
             if on_epoch_end is not None:
                 on_epoch_end(record)
 
-    return TrainResult(model, history, out_dir)
+    return TrainResult(result_model, history, out_dir)
 
 
 def make_optimizer(

@@ -240,6 +240,11 @@ CASES = {
         TypeError,
         "max_shift must be an int",
     ),
+    "train config, averaging decay of 1": (
+        lambda: TrainConfig(weight_averaging=1.0),
+        ValueError,
+        "weight_averaging must lie in",
+    ),
     "train config, unknown dataset": (
         lambda: TrainConfig(dataset="cifar10"),
         ValueError,

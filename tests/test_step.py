@@ -43,6 +43,29 @@ def test_eager_step_returns_the_losses_and_updates_like_a_hand_written_step() ->
         torch.testing.assert_close(a, b)
 
 
+def test_the_moving_average_follows_the_weights_step_by_step() -> None:
+    torch.manual_seed(0)
+    model, averaged = CapsNet(**SMALL), CapsNet(**SMALL)
+    averaged.load_state_dict(model.state_dict())
+    step = TrainingStep(
+        model, make_optimizer(model, 1e-2), mixed_precision=False, averaged=averaged, decay=0.75
+    )
+    expected = [p.detach().clone() for p in model.parameters()]
+    for seed in range(3):
+        step(*_batch(4, seed))
+        # a <- a + (1 - decay) (w - a), after every step
+        expected = [
+            a + 0.25 * (w.detach() - a) for a, w in zip(expected, model.parameters(), strict=True)
+        ]
+    for got, want in zip(averaged.parameters(), expected, strict=True):
+        torch.testing.assert_close(got, want)
+    assert not torch.equal(next(averaged.parameters()), next(model.parameters()))
+    with pytest.raises(ValueError, match="decay must lie in"):
+        TrainingStep(model, make_optimizer(model, 1e-2), averaged=averaged, decay=1.0)
+    with pytest.raises(ValueError, match="copy of model"):
+        TrainingStep(model, make_optimizer(model, 1e-2), averaged=CapsNet(conv_channels=8))
+
+
 def test_graphs_are_refused_off_cuda_and_without_a_capturable_optimizer() -> None:
     model = CapsNet(**SMALL)
     with pytest.raises(ValueError, match="CUDA device"):
@@ -56,11 +79,16 @@ def test_graph_replay_trains_as_the_eager_step_does() -> None:
     torch.manual_seed(0)
     models = [CapsNet().cuda(), CapsNet().cuda()]
     models[1].load_state_dict(models[0].state_dict())
+    averages = [CapsNet().cuda(), CapsNet().cuda()]
+    for average in averages:
+        average.load_state_dict(models[0].state_dict())
     optimizers = [make_optimizer(m, 1e-3, capturable=True) for m in models]
     with pytest.raises(ValueError, match="warmup"):
         TrainingStep(models[0], optimizers[0], graphed=True, warmup=0)
-    graphed = TrainingStep(models[0], optimizers[0], graphed=True, warmup=2)
-    eager = TrainingStep(models[1], optimizers[1])
+    graphed = TrainingStep(
+        models[0], optimizers[0], graphed=True, warmup=2, averaged=averages[0], decay=0.9
+    )
+    eager = TrainingStep(models[1], optimizers[1], averaged=averages[1], decay=0.9)
     sizes = [32, 32, 32, 32, 20, 32, 32]  # the 20 runs eagerly beside the graph
     for index, size in enumerate(sizes):
         if index == 5:
@@ -71,4 +99,6 @@ def test_graph_replay_trains_as_the_eager_step_does() -> None:
         torch.testing.assert_close(got, want, rtol=2e-3, atol=2e-3)
     assert graphed.recordings == 2
     for a, b in zip(models[0].parameters(), models[1].parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-4)
+    for a, b in zip(averages[0].parameters(), averages[1].parameters(), strict=True):
         torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-4)

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from capsnotes import CapsNetConfig
+from capsnotes.checkpoint import load_checkpoint
 from capsnotes.data import load_dataset
 from capsnotes.train import (
     PROFILES,
@@ -52,9 +53,18 @@ def without_timing(history):
 
 
 @pytest.mark.slow
-def test_resume_after_interruption_gives_the_same_history(mnist_root, tmp_path):
+@pytest.mark.parametrize("averaging", [0.0, 0.9])
+def test_resume_after_interruption_gives_the_same_history(mnist_root, tmp_path, averaging):
+    """Also with a moving average of the weights, which the checkpoint must carry."""
     config = TrainConfig(
-        epochs=3, batch_size=32, train_size=192, test_size=100, max_shift=2, seed=3, model=SMALL
+        epochs=3,
+        batch_size=32,
+        train_size=192,
+        test_size=100,
+        max_shift=2,
+        seed=3,
+        model=SMALL,
+        weight_averaging=averaging,
     )
     whole = train(config, tmp_path / "whole", data_root=mnist_root, progress=False)
 
@@ -73,7 +83,11 @@ def test_resume_after_interruption_gives_the_same_history(mnist_root, tmp_path):
     assert len(json.loads((tmp_path / "cut" / "history.json").read_text())["epochs"]) == 2
     resumed = train(config, tmp_path / "cut", data_root=mnist_root, progress=False)
     assert without_timing(resumed.history) == without_timing(whole.history)
+    assert all(("test_accuracy_live" in e) == bool(averaging) for e in whole.history["epochs"])
+    saved = load_checkpoint(tmp_path / "whole")
+    assert (saved.average_state is not None) == bool(averaging)
     for name, value in whole.model.state_dict().items():
+        assert torch.equal(saved.result_state[name], value.cpu()), name
         assert torch.equal(resumed.model.state_dict()[name], value), name
     # the whole run's wall time adds up the two calls that trained
     assert len(whole.history["sessions"]) == 1 and len(resumed.history["sessions"]) == 2
