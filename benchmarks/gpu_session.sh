@@ -3,8 +3,8 @@
 # benchmarks/results/<name>-*.json and the shipped GPU model can be traced to a command.
 #
 #   bash benchmarks/gpu_session.sh measure NAME   # GPU tests, a first comparison, 2 epochs
-#   bash benchmarks/gpu_session.sh ablation NAME  # the comparison + seed 0, shipped
-#   bash benchmarks/gpu_session.sh seeds NAME     # seeds 1 and 2, added to the record
+#   bash benchmarks/gpu_session.sh ablation NAME  # the full comparison + one paper run
+#   bash benchmarks/gpu_session.sh seeds NAME     # the paper profile, seeds 0-2, seed 0 shipped
 #
 # Needs MNIST under $CAPSNOTES_DATA (default: .gpu_data/ in the repository, carried to
 # the machine with the command). What should come back is copied to $OUT.
@@ -12,6 +12,7 @@ set -uo pipefail
 stage=${1:?measure or seeds}
 name=${2:-h100}
 export PYTHONUNBUFFERED=1
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}  # the package, uninstalled
 export CAPSNOTES_DATA=${CAPSNOTES_DATA:-$PWD/.gpu_data}
 out=${OUT:-/tmp/capsnotes-out}
 mkdir -p "$out" runs
@@ -45,7 +46,7 @@ PY
     cp "benchmarks/results/$name-compile.json" "$out/" 2>/dev/null
     stamp done
     ;;
-ablation)
+ablation)  # ran at e70e815, whose paper profile was 100 epochs, x0.955, no averaging
     stamp compare
     timeout 300 python3 -m benchmarks.compare --device cuda --compile \
         --larger-batches 256 512 1024 --record "$name-paper" 2>&1 | tee "$out/compare.log"
@@ -61,17 +62,20 @@ ablation)
     stamp done
     ;;
 seeds)
-    # seed 0 ran in the ablation stage; its history.json is carried back in
-    for seed in 1 2; do
+    timeout 120 python3 -m pytest -q -x -p no:cacheprovider tests/test_step.py 2>&1 | tail -3
+    for seed in 0 1 2; do
         stamp "seed $seed"
         /usr/bin/time -f "process wall %e s" python3 -m capsnotes train --profile paper \
             --device cuda --seed "$seed" --out "runs/paper-seed$seed" --no-progress \
-            --checkpoint-every 1000 2>&1 | tail -3
+            --checkpoint-every 1000 2>&1 | tail -2
         cp "runs/paper-seed$seed/history.json" "$out/seed$seed-history.json"
     done
     python3 -m benchmarks.runs --record "$name-paper" runs/paper-seed0 runs/paper-seed1 \
         runs/paper-seed2
     cp "benchmarks/results/$name-paper.json" "$out/"
+    stamp ship
+    python3 tools/ship_pretrained.py runs/paper-seed0 --name mnist
+    cp capsnotes/weights/mnist.safetensors capsnotes/weights/mnist.json "$out/"
     stamp done
     ;;
 *)
