@@ -10,13 +10,17 @@ Adam. Rounds alternate between them, and the median of the rounds is reported:
 
 * baseline  — benchmarks/baseline.py fed by a torchvision DataLoader (ToTensor per
               image), float32, eager, NCHW convolutions, einsum routing.
-* capsnotes — capsnotes.CapsNet on whole-tensor batches (capsnotes.data), with the
-              fast paths capsnotes.train uses on this device (capsnotes.fast: fused
-              routing; on a CPU the convolutions chosen by timing them, as the trainer
-              does; bf16 autocast on CUDA).
+* capsnotes — capsnotes.CapsNet on whole-tensor batches (capsnotes.data), stepped by
+              capsnotes.step.TrainingStep with what capsnotes.train uses on this
+              device: fused routing and fused Adam; on a CPU the convolutions chosen
+              by timing them; on CUDA bf16 autocast and a CUDA graph of the step.
 
-Further rows (skip them with --no-ablation) are the plain reference model and the
-fast paths one at a time. Every row runs in the same process, so every row has the same
+Further rows (skip them with --no-ablation) are the plain reference model and the fast
+paths one at a time: on a CPU added one after another, on a GPU each left out of the
+trainer's path in turn (and two techniques it does not use, channels-last memory and
+cuDNN autotuning, added to it), then larger batches (--larger-batches). --compile adds
+torch.compile'd rows, without and with the CUDA graph, and records the compilation time.
+Every row runs in the same process, so every row has the same
 allocator setting: on glibc Linux the command restarts itself with the malloc tunables
 the trainer's command line uses (capsnotes/allocator.py) unless --allocator default is
 given, and the record says which. The command then measures the device's
@@ -31,6 +35,7 @@ version, date, command, throughputs, speedup, and the run's test accuracy and wa
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
@@ -52,7 +57,6 @@ from capsnotes.flops import training_flops_per_image
 from capsnotes.step import TrainingStep
 from capsnotes.train import (
     TrainConfig,
-    cudnn_autotuning,
     device_name,
     make_optimizer,
     profile,
@@ -73,6 +77,18 @@ def endless(epoch: Callable[[], Iterable]) -> Iterator:
     """Batches from ``epoch()``, starting a new epoch whenever one runs out."""
     while True:
         yield from epoch()
+
+
+@contextlib.contextmanager
+def cudnn_autotuning(enabled: bool = True) -> Iterator[None]:
+    """Let cuDNN time its convolution algorithms and keep the fastest
+    (``torch.backends.cudnn.benchmark``) inside the block; the setting is restored after."""
+    previous = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = enabled or previous
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.benchmark = previous
 
 
 def baseline_stepper(device: torch.device, batch_size: int, root: Path) -> Callable[[int], None]:
@@ -116,24 +132,24 @@ def capsnotes_stepper(
     root: Path,
     *,
     mixed_precision: bool = True,
-    channels_last: bool = True,
+    channels_last: bool = False,
     fast_routing: bool = True,
     convolutions: str = "trainer",
     fused_adam: bool = True,
-    cudnn_autotune: bool = True,
+    cudnn_autotune: bool = False,
     graphed: bool = True,
     compiled: bool = False,
     notes: dict | None = None,
 ) -> Callable[[int], None]:
     """capsnotes as its trainer runs it on this device, one training step at a time
-    through :class:`capsnotes.step.TrainingStep`. Every keyword switches one technique off
-    for the ablation rows (those named for CUDA do nothing on a CPU): bf16 autocast,
-    channels-last parameters, the fused routing backward, on a CPU ``convolutions``
-    ``"native"`` or ``"matmul"`` instead of the trainer's timed choice (``"trainer"``),
-    fused Adam, cuDNN's autotuning and the CUDA graph. ``compiled`` runs the model
-    through ``torch.compile`` (with the reference routing, which the compiler fuses
-    itself). The trainer's choice of convolutions, and the timings it made it by, and the
-    compilation time, go into ``notes``."""
+    through :class:`capsnotes.step.TrainingStep`. The keywords switch one technique on or
+    off for the ablation rows (those named for CUDA do nothing on a CPU): bf16 autocast,
+    the fused routing backward, on a CPU ``convolutions`` ``"native"`` or ``"matmul"``
+    instead of the trainer's timed choice (``"trainer"``), fused Adam and the CUDA graph,
+    which the trainer uses; channels-last parameters and cuDNN's autotuning, which it
+    does not. ``compiled`` runs the model through ``torch.compile`` (with the reference
+    routing, which the compiler fuses itself). The trainer's choice of convolutions, and
+    the timings it made it by, and the compilation time, go into ``notes``."""
     on_gpu = device.type == "cuda"
     data = load_dataset("mnist", train=True, root=root, download=False).to(device)
     torch.manual_seed(0)
@@ -217,18 +233,19 @@ def compare(
         )
 
     if ablation and device.type == "cuda":
-        # The trainer's path with one technique left out at a time, and with none.
+        # The trainer's path with one technique left out at a time, and with none; then
+        # with each of two that it does not use added.
         techniques = {
             "bf16 autocast": "mixed_precision",
-            "channels-last": "channels_last",
             "fused routing backward": "fast_routing",
             "fused Adam": "fused_adam",
-            "cuDNN autotuning": "cudnn_autotune",
             "CUDA graph": "graphed",
         }
         add("capsnotes, reference code only", **dict.fromkeys(techniques.values(), False))
         for label, switch in techniques.items():
             add(f"  without {label}", **{switch: False})
+        add("  with channels-last", channels_last=True)
+        add("  with cuDNN autotuning", cudnn_autotune=True)
         for size in larger_batches:
             add(f"capsnotes, batch {size}", size)
     elif ablation:

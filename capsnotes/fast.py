@@ -314,10 +314,13 @@ def accelerate(
 
     * every :class:`~capsnotes.DigitCapsules` routes with :func:`fused_dynamic_routing`;
     * CPU: with ``matmul_convolutions``, every eligible ``nn.Conv2d`` becomes a
-      :class:`MatmulConv2d` (:func:`choose_cpu_convolution` decides by measurement);
-    * CUDA: parameters in channels-last memory, which cuDNN prefers with bf16.
+      :class:`MatmulConv2d` (:func:`choose_cpu_convolution` decides by measurement).
 
-    The parameters, their names and the outputs stay the same.
+    On CUDA the rest of the speed comes from the training step itself (bf16 autocast and
+    a CUDA graph, :class:`capsnotes.step.TrainingStep`). Channels-last memory and cuDNN's
+    autotuning were measured there too and made no difference (the Performance
+    chapter), so they are not used. The parameters, their names and the outputs stay the
+    same.
     """
     device = torch.device(device)
     for module in model.modules():
@@ -325,6 +328,4 @@ def accelerate(
             module.routing_function = fused_dynamic_routing
     if device.type == "cpu":
         use_matmul_convolutions(model, matmul_convolutions)
-    elif device.type == "cuda":
-        model.to(memory_format=torch.channels_last)
     return model

@@ -17,7 +17,7 @@ import hashlib
 import json
 import platform
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -43,7 +43,6 @@ __all__ = [
     "TrainResult",
     "autocast_for",
     "build_model",
-    "cudnn_autotuning",
     "default_profile",
     "evaluate",
     "make_optimizer",
@@ -132,9 +131,7 @@ PROFILES: dict[str, TrainConfig] = {
         max_shift=0,
         lr_decay=0.9,
     ),
-    "paper": TrainConfig(
-        epochs=90, batch_size=128, max_shift=2, lr_decay=0.95, weight_averaging=0.9995
-    ),
+    "paper": TrainConfig(epochs=100, batch_size=128, max_shift=2, lr_decay=0.955),
 }
 
 
@@ -303,8 +300,7 @@ def train(
             can take less time than writing the model and Adam's state.
 
     With ``fast`` on a CUDA device, each step is replayed from a CUDA graph
-    (:class:`~capsnotes.step.TrainingStep`) and cuDNN picks its convolution algorithms by
-    timing them (restored afterwards).
+    (:class:`~capsnotes.step.TrainingStep`).
     """
     check_positive_int("checkpoint_every", checkpoint_every)
     started = time.perf_counter()
@@ -395,43 +391,42 @@ def train(
             config.reconstruction_weight,
         )
 
-    with cudnn_autotuning(fast and device.type == "cuda"):
-        for epoch in range(start_epoch, config.epochs + 1):
-            record = _train_epoch(step, config, train_set, epoch, progress)
-            scheduler.step()
-            tested_at = time.perf_counter()
-            scores = test(result_model)
+    for epoch in range(start_epoch, config.epochs + 1):
+        record = _train_epoch(step, config, train_set, epoch, progress)
+        scheduler.step()
+        tested_at = time.perf_counter()
+        scores = test(result_model)
+        record.update(
+            test_accuracy=scores["accuracy"],
+            test_margin_loss=scores["margin_loss"],
+            test_reconstruction_loss=scores["reconstruction_loss"],
+        )
+        if averaged is not None:  # the trained weights themselves, for comparison
+            live = test(model)
             record.update(
-                test_accuracy=scores["accuracy"],
-                test_margin_loss=scores["margin_loss"],
-                test_reconstruction_loss=scores["reconstruction_loss"],
+                test_accuracy_live=live["accuracy"], test_margin_loss_live=live["margin_loss"]
             )
-            if averaged is not None:  # the trained weights themselves, for comparison
-                live = test(model)
-                record.update(
-                    test_accuracy_live=live["accuracy"], test_margin_loss_live=live["margin_loss"]
-                )
-            record["eval_seconds"] = time.perf_counter() - tested_at
-            history["epochs"].append(record)
-            if epoch == start_epoch:
-                sessions.append(0.0)
-                history.setdefault("session_details", []).append(details)
-            sessions[-1] = time.perf_counter() - started
-            history["wall_seconds"] = sum(sessions)
-            history["test_accuracy"] = record["test_accuracy"]
-            last = epoch == config.epochs
-            if last or (epoch - start_epoch + 1) % checkpoint_every == 0:
-                save_checkpoint(
-                    checkpoint_path,
-                    model.state_dict(),
-                    {"train_config": config.to_dict(), "epoch": epoch, "history": history},
-                    optimizer.state_dict(),
-                    scheduler.state_dict(),
-                    average_state=None if averaged is None else averaged.state_dict(),
-                )
-            _write_json(out_dir / "history.json", history)
-            if on_epoch_end is not None:
-                on_epoch_end(record)
+        record["eval_seconds"] = time.perf_counter() - tested_at
+        history["epochs"].append(record)
+        if epoch == start_epoch:
+            sessions.append(0.0)
+            history.setdefault("session_details", []).append(details)
+        sessions[-1] = time.perf_counter() - started
+        history["wall_seconds"] = sum(sessions)
+        history["test_accuracy"] = record["test_accuracy"]
+        last = epoch == config.epochs
+        if last or (epoch - start_epoch + 1) % checkpoint_every == 0:
+            save_checkpoint(
+                checkpoint_path,
+                model.state_dict(),
+                {"train_config": config.to_dict(), "epoch": epoch, "history": history},
+                optimizer.state_dict(),
+                scheduler.state_dict(),
+                average_state=None if averaged is None else averaged.state_dict(),
+            )
+        _write_json(out_dir / "history.json", history)
+        if on_epoch_end is not None:
+            on_epoch_end(record)
 
     return TrainResult(result_model, history, out_dir)
 
@@ -449,18 +444,6 @@ def make_optimizer(
     if fused and all(p.device.type in fusable and p.is_floating_point() for p in parameters):
         return torch.optim.Adam(parameters, lr=learning_rate, fused=True, capturable=capturable)
     return torch.optim.Adam(parameters, lr=learning_rate, capturable=capturable)
-
-
-@contextlib.contextmanager
-def cudnn_autotuning(enabled: bool = True) -> Iterator[None]:
-    """Let cuDNN time its convolution algorithms and keep the fastest
-    (``torch.backends.cudnn.benchmark``) inside the block; the setting is restored after."""
-    previous = torch.backends.cudnn.benchmark
-    torch.backends.cudnn.benchmark = enabled or previous
-    try:
-        yield
-    finally:
-        torch.backends.cudnn.benchmark = previous
 
 
 def tune_cpu_convolutions(model: CapsNet, config: TrainConfig, data: ImageSet) -> Any:

@@ -1,10 +1,14 @@
 """The benchmark compares like with like: the baseline computes capsnotes' function."""
 
+import json
+
+import pytest
 import torch
 
 from benchmarks.baseline import BaselineCapsNet, baseline_loss
 from benchmarks.breakdown import breakdown
 from benchmarks.compare import compare
+from benchmarks.runs import attach_runs
 from capsnotes import CapsNet, margin_loss, reconstruction_loss
 
 
@@ -47,3 +51,46 @@ def test_compare_and_breakdown_run_on_real_mnist(mnist_root):
         "optimizer",
     }
     assert all(seconds >= 0 for seconds in parts.values())
+
+
+def _history(folder, seed, accuracies, device="GPU X", epochs=None):
+    folder.mkdir(parents=True)
+    history = {
+        "device": device,
+        "torch": "2.x",
+        "provenance": {"command": f"python -m capsnotes train --seed {seed}"},
+        "train_config": {
+            "seed": seed,
+            "epochs": epochs or len(accuracies),
+            "batch_size": 128,
+            "lr_decay": 0.9,
+        },
+        "epochs": [{"test_accuracy": a, "seconds": 1.0, "eval_seconds": 0.1} for a in accuracies],
+        "test_accuracy": accuracies[-1],
+        "wall_seconds": 10.0 + seed,
+    }
+    (folder / "history.json").write_text(json.dumps(history))
+    return folder
+
+
+def test_runs_are_summarised_into_the_record(tmp_path):
+    record = tmp_path / "gpu.json"
+    record.write_text(json.dumps({"device": "GPU X", "speedup_vs_baseline": 5.0}))
+    runs = [
+        _history(tmp_path / "a", 0, [0.99, 0.996]),
+        _history(tmp_path / "b", 1, [0.99, 0.998, 0.994]),
+    ]
+    attach_runs(record, runs)
+    saved = json.loads(record.read_text())
+    assert saved["speedup_vs_baseline"] == 5.0  # kept
+    assert saved["test_accuracy"] == pytest.approx(0.995)
+    assert saved["test_accuracy_min"] == 0.994 and saved["test_accuracy_max"] == 0.996
+    assert saved["test_accuracy_std"] == pytest.approx(0.002 / 2**0.5)
+    assert saved["wall_seconds"] == 11.0
+    assert [r["best_test_accuracy"] for r in saved["training_runs"]] == [0.996, 0.998]
+    with pytest.raises(ValueError, match="ran on 'CPU'"):
+        attach_runs(record, [_history(tmp_path / "c", 2, [0.9], device="CPU")])
+    with pytest.raises(ValueError, match="unfinished: 1 of 3 epochs"):
+        attach_runs(record, [_history(tmp_path / "d", 3, [0.9], epochs=3)])
+    with pytest.raises(FileNotFoundError, match="history.json not found"):
+        attach_runs(record, [tmp_path / "nowhere"])
