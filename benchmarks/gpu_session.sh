@@ -7,7 +7,10 @@
 #   bash benchmarks/gpu_session.sh seeds NAME     # the paper profile, seeds 0-2, seed 0 shipped
 #
 # Needs MNIST under $CAPSNOTES_DATA (default: .gpu_data/ in the repository, carried to
-# the machine with the command). What should come back is copied to $OUT.
+# the machine with the command). What should come back is copied to $OUT. To make
+# .gpu_data (11 MB, never committed) from a local copy of MNIST:
+#   mkdir -p .gpu_data/MNIST/raw && echo /.gpu_data/ >> .git/info/exclude
+#   for f in "$CAPSNOTES_DATA"/MNIST/raw/*-ubyte; do gzip -c "$f" > .gpu_data/MNIST/raw/"${f##*/}".gz; done
 set -uo pipefail
 stage=${1:?measure or seeds}
 name=${2:-h100}
