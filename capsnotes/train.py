@@ -378,7 +378,7 @@ def train(
         config.mixed_precision,
         graphed=graphed,
         averaged=averaged,
-        decay=config.weight_averaging or 0.999,
+        decay=config.weight_averaging,
     )
     result_model = model if averaged is None else averaged
 
