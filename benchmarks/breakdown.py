@@ -24,19 +24,12 @@ from collections import defaultdict
 
 import torch
 
-from capsnotes import CapsNet, margin_loss, reconstruction_loss
+from capsnotes import CapsNet, TrainConfig
 from capsnotes.allocator import allocator_setting
 from capsnotes.data import batches, data_root, load_dataset
-from capsnotes.fast import accelerate
+from capsnotes.devices import autocast_dtype, autocast_for, device_name, resolve_device
 from capsnotes.flops import training_flops_per_image
-from capsnotes.train import (
-    TrainConfig,
-    autocast_for,
-    device_name,
-    make_optimizer,
-    resolve_device,
-    tune_cpu_convolutions,
-)
+from capsnotes.run import build_run
 
 #: timeline segment → the part of the model it is charged to
 PARTS = {
@@ -90,13 +83,13 @@ def instrument(model: CapsNet, timeline: Timeline) -> None:
 
 def breakdown(device: torch.device, batch_size: int, repeats: int, root=None) -> dict:
     data = load_dataset("mnist", train=True, root=root, download=False).to(device)
-    torch.manual_seed(0)
-    model = accelerate(CapsNet().to(device), device)
-    if device.type == "cpu":  # the convolutions the trainer would choose here
-        tune_cpu_convolutions(model, TrainConfig(batch_size=batch_size), data)
-    optimizer = make_optimizer(model, 1e-3)
+    config = TrainConfig(batch_size=batch_size)
+    # The trainer's model, implementations and optimizer; the step is taken apart below.
+    sample = next(batches(data, batch_size)) if device.type == "cpu" else None
+    run = build_run(config, device, sample=sample, graphed=False)
+    model, optimizer = run.model, run.optimizer
     generator = torch.Generator(device=device).manual_seed(0)
-    autocast = autocast_for(device)  # bf16 on CUDA, as the trainer
+    precision = autocast_dtype(device, config.mixed_precision)  # as the trainer
     timeline = Timeline(device)
     instrument(model, timeline)
 
@@ -105,12 +98,10 @@ def breakdown(device: torch.device, batch_size: int, repeats: int, root=None) ->
         images, labels = next(
             batches(data, batch_size, shuffle=True, max_shift=2, generator=generator)
         )
-        with autocast:
+        with autocast_for(device, precision):
             out = model(images, labels)
         timeline.stamp("losses")
-        loss = margin_loss(out.capsules.float(), labels) + reconstruction_loss(
-            out.reconstructions.float(), images
-        )
+        loss = config.loss(out, images, labels).total
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         timeline.stamp("optimizer")

@@ -10,10 +10,10 @@ Adam. Rounds alternate between them, and the median of the rounds is reported:
 
 * baseline  — benchmarks/baseline.py fed by a torchvision DataLoader (ToTensor per
               image), float32, eager, NCHW convolutions, einsum routing.
-* capsnotes — capsnotes.CapsNet on whole-tensor batches (capsnotes.data), stepped by
-              capsnotes.step.TrainingStep with what capsnotes.train uses on this
-              device: fused routing and fused Adam; on a CPU the convolutions chosen
-              by timing them; on CUDA bf16 autocast and a CUDA graph of the step.
+* capsnotes — the run the trainer builds (capsnotes.run.build_run) on whole-tensor
+              batches (capsnotes.data): fused routing and fused Adam; on a CPU the
+              convolutions chosen by timing them; on CUDA bf16 autocast and a CUDA
+              graph of the step.
 
 Further rows (skip them with --no-ablation) are the plain reference model and the fast
 paths one at a time: on a CPU added one after another, on a GPU each left out of the
@@ -49,21 +49,15 @@ import torch
 
 from benchmarks.baseline import BaselineCapsNet, baseline_loss
 from benchmarks.breakdown import breakdown, print_breakdown
-from capsnotes import CapsNet
 from capsnotes.allocator import allocator_setting, restart_retaining_freed_memory
+from capsnotes.config import TrainConfig, profile
 from capsnotes.data import batches, data_root, load_dataset
-from capsnotes.fast import fused_dynamic_routing, use_matmul_convolutions
+from capsnotes.devices import device_name, resolve_device
 from capsnotes.flops import training_flops_per_image
+from capsnotes.graphs import GraphedStep
+from capsnotes.run import build_run
 from capsnotes.step import TrainingStep
-from capsnotes.train import (
-    TrainConfig,
-    device_name,
-    make_optimizer,
-    profile,
-    resolve_device,
-    train,
-    tune_cpu_convolutions,
-)
+from capsnotes.train import train
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -141,38 +135,45 @@ def capsnotes_stepper(
     compiled: bool = False,
     notes: dict | None = None,
 ) -> Callable[[int], None]:
-    """capsnotes as its trainer runs it on this device, one training step at a time
-    through :class:`capsnotes.step.TrainingStep`. The keywords switch one technique on or
-    off for the ablation rows (those named for CUDA do nothing on a CPU): bf16 autocast,
-    the fused routing backward, on a CPU ``convolutions`` ``"native"`` or ``"matmul"``
-    instead of the trainer's timed choice (``"trainer"``), fused Adam and the CUDA graph,
-    which the trainer uses; channels-last parameters and cuDNN's autotuning, which it
-    does not. ``compiled`` runs the model through ``torch.compile`` (with the reference
-    routing, which the compiler fuses itself). The trainer's choice of convolutions, and
-    the timings it made it by, and the compilation time, go into ``notes``."""
+    """capsnotes as its trainer runs it on this device: the run of
+    :func:`capsnotes.run.build_run`, one training step at a time. The keywords switch one
+    technique on or off for the ablation rows (those named for CUDA do nothing on a CPU):
+    bf16 autocast, the fused routing backward, on a CPU ``convolutions`` ``"native"`` or
+    ``"matmul"`` instead of the trainer's timed choice (``"trainer"``), fused Adam and the
+    CUDA graph, which the trainer uses; channels-last parameters and cuDNN's autotuning,
+    which it does not. ``compiled`` runs the model through ``torch.compile`` (with the
+    reference routing, which the compiler fuses itself). The trainer's choice of
+    convolutions, the timings it made it by, and the compilation time go into ``notes``."""
     on_gpu = device.type == "cuda"
     data = load_dataset("mnist", train=True, root=root, download=False).to(device)
-    torch.manual_seed(0)
-    model = CapsNet().to(device)
-    if fast_routing and not compiled:
-        model.digits.routing_function = fused_dynamic_routing
-    if on_gpu and channels_last:
-        model.to(memory_format=torch.channels_last)
-    if not on_gpu:
-        if convolutions == "trainer":
-            choice = tune_cpu_convolutions(model, TrainConfig(batch_size=batch_size), data)
-            if notes is not None:
-                notes.update(choice.to_dict())
-        else:
-            use_matmul_convolutions(model, convolutions == "matmul")
+    config = TrainConfig(batch_size=batch_size, mixed_precision=mixed_precision)
+    implementation = {"routing": "fused" if fast_routing and not compiled else "reference"}
+    if not on_gpu and convolutions != "trainer":
+        implementation["convolution"] = convolutions
+    sample = next(batches(data, batch_size)) if not on_gpu and convolutions == "trainer" else None
     graphed = graphed and on_gpu
-    optimizer = make_optimizer(model, 1e-3, fused=fused_adam, capturable=graphed)
-    step = TrainingStep(
-        torch.compile(model) if compiled else model,
-        optimizer,
-        mixed_precision=mixed_precision,
-        graphed=graphed,
+    run = build_run(
+        config,
+        device,
+        sample=sample,
+        implementation=implementation,
+        fused_adam=fused_adam,
+        graphed=graphed and not compiled,
     )
+    if notes is not None and not on_gpu:
+        notes["convolution"] = run.model.implementation["convolution"]
+        if "step_seconds" in run.details:
+            notes["step_seconds"] = run.details["step_seconds"]
+    if on_gpu and channels_last:
+        run.model.to(memory_format=torch.channels_last)
+    step = run.step
+    if compiled:  # the same step, with the compiled model in it
+        eager = run.step if isinstance(run.step, TrainingStep) else run.step.step
+        step = TrainingStep(
+            torch.compile(run.model), run.optimizer, config.loss, eager.precision, run.average
+        )
+        if graphed:
+            step = GraphedStep(step)
     generator = torch.Generator(device=device).manual_seed(0)
     stream = endless(
         lambda: batches(
@@ -180,7 +181,7 @@ def capsnotes_stepper(
         )
     )
 
-    def run(steps: int) -> None:
+    def run_steps(steps: int) -> None:
         started = time.perf_counter()
         with cudnn_autotuning(on_gpu and cudnn_autotune):
             for _ in range(steps):
@@ -190,7 +191,7 @@ def capsnotes_stepper(
         if compiled and notes is not None and "compile_seconds" not in notes:
             notes["compile_seconds"] = time.perf_counter() - started  # the first call compiles
 
-    return run
+    return run_steps
 
 
 def time_steps(run: Callable[[int], None], steps: int, device: torch.device) -> float:
@@ -393,9 +394,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"allocator: {allocator_setting()}")
     print_table(rows, name)
-    if "convolutions" in rows["capsnotes"]:
+    if "step_seconds" in rows["capsnotes"]:
         timed = ", ".join(f"{k} {v:.3f} s" for k, v in rows["capsnotes"]["step_seconds"].items())
-        print(f"the trainer chose {rows['capsnotes']['convolutions']} convolutions ({timed})")
+        print(f"the trainer chose {rows['capsnotes']['convolution']} convolutions ({timed})")
     peak = matmul_peak(device)
     parts = breakdown(device, batch_size, repeats=50 if device.type == "cuda" else 5, root=root)
     flops = training_flops_per_image()

@@ -2,21 +2,24 @@
 
 The public API the book and the tests use::
 
-    squash, dynamic_routing, margin_loss, reconstruction_loss,
+    squash, dynamic_routing, margin_loss, reconstruction_loss, capsnet_loss,
     CapsNet, CapsNetConfig, CapsNetOutput, PrimaryCapsules, DigitCapsules, Decoder,
-    load_pretrained (the book's trained model, shipped with the package)
+    TrainConfig, train, evaluate,
+    load_pretrained (the book's trained models, shipped with the package)
 """
 
+from .config import TrainConfig
 from .decoder import Decoder, mask_capsules
 from .digit_capsules import DigitCapsules
-from .losses import margin_loss, reconstruction_loss
+from .evaluation import evaluate
+from .losses import capsnet_loss, margin_loss, reconstruction_loss
 from .model import CapsNet, CapsNetConfig, CapsNetOutput
 from .pretrained import load_pretrained
 from .primary_capsules import PrimaryCapsules
 from .routing import DynamicRouting, dynamic_routing
 from .squash import Squash, squash
-
-__version__ = "0.1.0"
+from .train import train
+from .version import __version__
 
 __all__ = [
     "CapsNet",
@@ -27,10 +30,15 @@ __all__ = [
     "DynamicRouting",
     "PrimaryCapsules",
     "Squash",
+    "TrainConfig",
+    "__version__",
+    "capsnet_loss",
     "dynamic_routing",
+    "evaluate",
     "load_pretrained",
     "margin_loss",
     "mask_capsules",
     "reconstruction_loss",
     "squash",
+    "train",
 ]

@@ -8,10 +8,21 @@ import json
 import shlex
 import sys
 from collections.abc import Sequence
+from typing import Any
+
+from .allocator import restart_retaining_freed_memory
+from .checkpoint import load_checkpoint, load_model_state
+from .config import PROFILES, TrainConfig, default_profile, profile
+from .data import load_dataset
+from .devices import resolve_device
+from .evaluation import evaluate
+from .model import CapsNetConfig
+from .run import build_model
+from .train import train
 
 DESCRIPTION = """\
 Train and evaluate the CapsNet of "Dynamic Routing Between Capsules" (Sabour, Frosst &
-Hinton, 2017).
+Hinton, 2017), and the baseline CNN it is compared with.
 
 Data: MNIST / Fashion-MNIST are read from --data-root, else from the environment variable
 CAPSNOTES_DATA, else from ~/.cache/capsnotes/data (torchvision's layout: MNIST/raw/...),
@@ -22,15 +33,43 @@ TRAIN_HELP = """\
 Train a model and write DIR/history.json (one record per epoch: losses, train and test
 accuracy as fractions, seconds, images/s) and DIR/checkpoint.safetensors after every
 epoch (or every --checkpoint-every epochs). Running the same command again resumes from
-the checkpoint (or does nothing if the run is complete).
+the checkpoint (or does nothing if the run is complete); with a larger --epochs it
+extends a finished run exactly as a longer run would have gone.
 
-profiles:
-  quick  for a 2-core CPU: a subset of real MNIST, about two minutes
-  paper  for a GPU: the full training set, shifts of up to 2 pixels, 100 epochs
-         (under three minutes on an H100)
+profiles (python -m capsnotes profiles prints them in full):
+  quick      CapsNet, a 2-core CPU: a subset of real MNIST, about two minutes
+  paper      CapsNet, a GPU: the full training set, shifts of up to 2 pixels, 100 epochs
+             (under three minutes on an H100)
+  cnn        the baseline CNN sized for a CPU (1.25M parameters), all of MNIST
+  paper-cnn  the paper's 35.4M-parameter baseline CNN, a GPU
 
-Any field of the profile can be overridden with the options below.
+Every field of the profile can be overridden with the options below.
 """
+
+#: Fields of the model's configuration that the command line exposes.
+MODEL_OPTIONS = ("routing_iterations",)
+_TYPES: dict[str, tuple[Any, str]] = {
+    "int": (int, "N"),
+    "int | None": (int, "N"),
+    "float": (float, "X"),
+    "str": (str, "NAME"),
+}
+
+
+def _option(parser: argparse.ArgumentParser, field: dataclasses.Field, default_note: str) -> None:
+    """One command-line option for a configuration field, documented by the field."""
+    meta = field.metadata
+    flags = [f"--{field.name.replace('_', '-')}", *meta.get("flags", ())]
+    kwargs: dict[str, Any] = {"dest": field.name, "default": None}
+    if field.type == "bool":
+        kwargs["action"] = argparse.BooleanOptionalAction
+    else:
+        kwargs["type"], metavar = _TYPES[field.type]
+        kwargs["metavar"] = meta.get("metavar", metavar)
+    if "choices" in meta:
+        kwargs["choices"] = meta["choices"]
+        kwargs.pop("metavar", None)
+    parser.add_argument(*flags, help=f"{meta['help']} ({default_note})", **kwargs)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -41,57 +80,51 @@ def _parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    train = commands.add_parser(
+    train_parser = commands.add_parser(
         "train",
         help="train a model (see: train --help)",
         description=TRAIN_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    train.add_argument(
+    train_parser.add_argument(
         "--profile",
         default="auto",
-        choices=["auto", "quick", "paper"],
+        choices=["auto", *PROFILES],
         help="predefined settings; auto = paper on a GPU, quick otherwise",
     )
-    train.add_argument("--out", required=True, metavar="DIR", help="output folder")
-    train.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
-    train.add_argument("--data-root", metavar="PATH", help="data folder (default: see above)")
-    train.add_argument("--dataset", choices=["mnist", "fashion-mnist"], help="dataset")
-    train.add_argument("--epochs", type=int, help="number of epochs")
-    train.add_argument("--batch-size", type=int, help="training batch size")
-    train.add_argument("--lr", type=float, dest="learning_rate", help="initial learning rate")
-    train.add_argument("--lr-decay", type=float, help="learning-rate factor per epoch")
-    train.add_argument("--train-size", type=int, help="train on a random subset of this size")
-    train.add_argument("--test-size", type=int, help="test on a fixed random subset of this size")
-    train.add_argument("--max-shift", type=int, help="random shift augmentation, in pixels")
-    train.add_argument("--routing-iterations", type=int, help="routing iterations (default 3)")
-    train.add_argument("--seed", type=int, help="random seed")
-    train.add_argument(
-        "--weight-averaging",
-        type=float,
-        metavar="DECAY",
-        help="keep a moving average of the weights with this decay per step (0: none) "
-        "and make it the run's model",
+    train_parser.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    train_parser.add_argument(
+        "--device", default="auto", help="auto (default), cpu, cuda or cuda:N"
     )
-    train.add_argument(
+    train_parser.add_argument(
+        "--data-root", metavar="PATH", help="data folder (default: see above)"
+    )
+    fields = train_parser.add_argument_group("the run's configuration (capsnotes.TrainConfig)")
+    for field in dataclasses.fields(TrainConfig):
+        if field.name != "model":
+            _option(fields, field, "default: the profile's")
+    model_fields = {f.name: f for f in dataclasses.fields(CapsNetConfig)}
+    for name in MODEL_OPTIONS:
+        _option(fields, model_fields[name], "CapsNet only; default: the profile's")
+    train_parser.add_argument(
         "--no-resume",
         action="store_true",
         help="start over even if DIR has a checkpoint (it is overwritten)",
     )
-    train.add_argument("--no-progress", action="store_true", help="no progress bar")
-    train.add_argument(
+    train_parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    train_parser.add_argument(
         "--checkpoint-every",
         type=int,
         default=1,
         metavar="N",
         help="write the checkpoint after every N epochs and after the last (default 1)",
     )
-    train.add_argument(
+    train_parser.add_argument(
         "--reference",
         action="store_true",
-        help="use only the reference code paths, not capsnotes.fast",
+        help="train with the reference implementations only (no fused kernels, graphs)",
     )
-    train.add_argument(
+    train_parser.add_argument(
         "--default-allocator",
         action="store_true",
         help="keep glibc's default malloc settings (by default this command restarts "
@@ -99,53 +132,51 @@ def _parser() -> argparse.ArgumentParser:
         "capsnotes/allocator.py)",
     )
 
-    evaluate = commands.add_parser(
+    evaluate_parser = commands.add_parser(
         "evaluate",
         help="score a checkpoint on a test set",
         description="Print the test accuracy and losses of a checkpoint as JSON.",
     )
-    evaluate.add_argument(
+    evaluate_parser.add_argument(
         "--checkpoint",
         required=True,
         metavar="PATH",
         help="a checkpoint.safetensors file, or the folder holding one",
     )
-    evaluate.add_argument("--device", default="auto", help="auto (default), cpu, cuda")
-    evaluate.add_argument("--data-root", metavar="PATH", help="data folder")
-    evaluate.add_argument("--test-size", type=int, help="evaluate on a fixed random subset")
-    evaluate.add_argument("--batch-size", type=int, default=500, help="evaluation batch size")
+    evaluate_parser.add_argument("--device", default="auto", help="auto (default), cpu, cuda")
+    evaluate_parser.add_argument("--data-root", metavar="PATH", help="data folder")
+    evaluate_parser.add_argument("--test-size", type=int, help="evaluate on a fixed random subset")
+    evaluate_parser.add_argument(
+        "--batch-size", type=int, default=500, help="evaluation batch size"
+    )
 
     commands.add_parser("profiles", help="print the predefined training profiles as JSON")
     return parser
 
 
-def _train(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    from .train import default_profile, profile, train
-
+def train_config(args: argparse.Namespace) -> tuple[str, TrainConfig, dict[str, Any]]:
+    """The profile's name, the configuration the arguments ask for, and the overrides."""
     name = default_profile() if args.profile == "auto" else args.profile
-    fields = (
-        "dataset",
-        "epochs",
-        "batch_size",
-        "learning_rate",
-        "lr_decay",
-        "train_size",
-        "test_size",
-        "max_shift",
-        "seed",
-        "weight_averaging",
-    )
-    overrides = {f: getattr(args, f) for f in fields if getattr(args, f) is not None}
-    config = profile(name, **overrides)
-    if args.routing_iterations is not None:
-        config = dataclasses.replace(
-            config,
-            model=dataclasses.replace(config.model, routing_iterations=args.routing_iterations),
-        )
+    overrides = {
+        field.name: getattr(args, field.name)
+        for field in dataclasses.fields(TrainConfig)
+        if field.name != "model" and getattr(args, field.name) is not None
+    }
+    model = {name: getattr(args, name) for name in MODEL_OPTIONS if getattr(args, name) is not None}
+    if model and PROFILES[name].architecture != "capsnet" and "architecture" not in overrides:
+        raise ValueError(f"--{next(iter(model)).replace('_', '-')} applies to CapsNet runs only")
+    return name, profile(name, **overrides, model=model), overrides | model
+
+
+def _train(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    name, config, overrides = train_config(args)
+    device = resolve_device(args.device)
+    if not args.default_allocator:  # only once the arguments are known to be good
+        restart_retaining_freed_memory("capsnotes", argv)
     result = train(
         config,
         args.out,
-        device=args.device,
+        device=device,
         data_root=args.data_root,
         resume=not args.no_resume,
         progress=not args.no_progress,
@@ -154,8 +185,7 @@ def _train(args: argparse.Namespace, argv: Sequence[str]) -> int:
         provenance={
             "command": "python -m capsnotes " + shlex.join(argv),
             "profile": name,
-            "overrides": overrides
-            | ({"routing_iterations": args.routing_iterations} if args.routing_iterations else {}),
+            "overrides": overrides,
             "fast_paths": not args.reference,
         },
     )
@@ -169,19 +199,14 @@ def _train(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from .checkpoint import load_checkpoint, load_model_state
-    from .data import load_dataset
-    from .model import CapsNet
-    from .train import TrainConfig, evaluate, resolve_device
-
     checkpoint = load_checkpoint(args.checkpoint)
     config = TrainConfig.from_dict(checkpoint.metadata["train_config"])
+    config = dataclasses.replace(config, eval_batch_size=args.batch_size)
     device = resolve_device(args.device)
-    model = CapsNet(config.model)
+    model = build_model(config)
     load_model_state(model, checkpoint.result_state, checkpoint.path)
-    model.to(device)
     test_set = load_dataset(config.dataset, False, args.data_root).subset(args.test_size, seed=0)
-    scores = evaluate(model, test_set, args.batch_size, config.mixed_precision)
+    scores = evaluate(model.to(device), test_set, config)
     scores.update(
         checkpoint=str(checkpoint.path),
         epoch=checkpoint.metadata.get("epoch"),
@@ -192,8 +217,6 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 
 def _profiles() -> int:
-    from .train import PROFILES
-
     print(json.dumps({name: cfg.to_dict() for name, cfg in PROFILES.items()}, indent=1))
     return 0
 
@@ -201,10 +224,6 @@ def _profiles() -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
-    if args.command == "train" and not args.default_allocator:
-        from .allocator import restart_retaining_freed_memory
-
-        restart_retaining_freed_memory("capsnotes", argv)
     try:
         if args.command == "train":
             return _train(args, argv)

@@ -8,11 +8,9 @@ scheduler's plain-number state, and a SHA-256 of the tensor data.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,10 +21,11 @@ from safetensors.torch import load as safetensors_load
 from safetensors.torch import save as safetensors_save
 from torch import Tensor
 
+from .files import atomic_write_bytes
+
 __all__ = [
     "CHECKPOINT_FORMAT",
     "Checkpoint",
-    "atomic_write_bytes",
     "load_checkpoint",
     "load_model_state",
     "save_checkpoint",
@@ -52,24 +51,6 @@ class Checkpoint:
         """The weights that are the run's result: the moving average if the run kept
         one, else the trained weights themselves."""
         return self.average_state if self.average_state is not None else self.model_state
-
-
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write ``data`` to ``path`` so that ``path`` is either the old file or the whole new
-    one, never a partial write (a temporary file in the same folder, then a rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
-        raise
 
 
 def _digest(tensors: dict[str, Tensor]) -> str:

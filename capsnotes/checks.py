@@ -8,18 +8,24 @@ of checking and then read as the math.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from numbers import Real
+from typing import Any, TypeVar
 
 import torch
 from torch import Tensor
 
 __all__ = [
+    "check_choice",
     "check_class_indices",
     "check_float_tensor",
+    "check_int",
     "check_positive_int",
     "check_positive_ints",
     "check_positive_number",
+    "check_range",
+    "dataclass_from_dict",
 ]
 
 
@@ -57,8 +63,10 @@ def check_class_indices(
     """``value`` must be an integer tensor ``[batch]`` of classes in ``[0, num_classes)``.
 
     On a CPU the range is checked at once. On an accelerator reading the values would
-    make the host wait for the device, so there the check is queued as an asynchronous
-    device-side assertion instead.
+    make the host wait for the device (and is not allowed while a CUDA graph records), so
+    there the range is left to the device: the one-hot encoding every use of the labels
+    goes through (``torch.nn.functional.one_hot``) raises a device-side assertion on an
+    out-of-range class.
     """
     shape = f"[{'batch' if batch is None else batch}]"
     if (
@@ -73,16 +81,12 @@ def check_class_indices(
         raise ValueError(
             f"{name} must have shape {shape} (one class per image), got {tuple(value.shape)}"
         )
-    if value.device.type == "cpu":
-        if value.numel() and (int(value.min()) < 0 or int(value.max()) >= num_classes):
+    if value.device.type == "cpu" and value.numel():
+        low, high = int(value.min()), int(value.max())
+        if low < 0 or high >= num_classes:
             raise ValueError(
-                f"{name} must lie in [0, {num_classes}), got values from {int(value.min())} "
-                f"to {int(value.max())}"
+                f"{name} must lie in [0, {num_classes}), got values from {low} to {high}"
             )
-    else:
-        torch._assert_async(
-            ((value >= 0) & (value < num_classes)).all(), f"{name} must lie in [0, {num_classes})"
-        )
     return value
 
 
@@ -113,3 +117,55 @@ def check_positive_ints(**values: object) -> None:
                 check_positive_int(f"{name}[{index}]", item)
         else:
             check_positive_int(name, value)
+
+
+def check_int(name: str, value: object, minimum: int | None = None) -> int:
+    """``value`` must be an int (``True`` does not count), at least ``minimum`` if given."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return value
+
+
+def check_range(
+    name: str,
+    value: object,
+    low: float,
+    high: float,
+    *,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> float:
+    """``value`` must be a real number in the interval from ``low`` to ``high``; the
+    ``*_open`` flags leave an end out (``check_range("decay", d, 0, 1, high_open=True)``
+    accepts ``[0, 1)``)."""
+    interval = f"{'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise TypeError(f"{name} must be a number in {interval}, got {type(value).__name__}")
+    above = value > low if low_open else value >= low
+    below = value < high if high_open else value <= high
+    if not (above and below):
+        raise ValueError(f"{name} must lie in {interval}, got {value}")
+    return float(value)
+
+
+def check_choice(name: str, value: object, choices: Sequence[str]) -> str:
+    """``value`` must be one of the strings in ``choices``."""
+    if value not in choices:
+        raise ValueError(f"unknown {name} {value!r}; expected one of {sorted(choices)}")
+    return value  # type: ignore[return-value]
+
+
+Config = TypeVar("Config")
+
+
+def dataclass_from_dict(cls: type[Config], values: dict[str, Any]) -> Config:
+    """``cls(**values)`` for a configuration dataclass, refusing unknown keys by name."""
+    known = [field.name for field in dataclasses.fields(cls)]  # type: ignore[arg-type]
+    unknown = set(values) - set(known)
+    if unknown:
+        raise ValueError(
+            f"unknown {cls.__name__} fields: {sorted(unknown)}; expected some of {known}"
+        )
+    return cls(**values)

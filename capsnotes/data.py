@@ -23,8 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .checkpoint import atomic_write_bytes
 from .checks import check_positive_int
+from .files import atomic_write_bytes
 
 __all__ = [
     "DATASETS",

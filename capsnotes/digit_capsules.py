@@ -11,7 +11,8 @@ import torch
 from torch import Tensor, nn
 
 from .checks import check_float_tensor, check_positive_ints
-from .routing import check_iterations, dynamic_routing
+from .kernels import routing_function
+from .routing import check_iterations
 
 __all__ = ["DigitCapsules", "WEIGHT_INIT_STD"]
 
@@ -24,9 +25,10 @@ class DigitCapsules(nn.Module):
 
     Input ``u`` of shape ``[B, in_caps, in_dim]``; output ``v`` of shape
     ``[B, out_caps, out_dim]``. ``weight`` holds ``W`` as ``[in_caps, out_caps, out_dim,
-    in_dim]``, so ``weight[i, j]`` is the paper's ``W_ij``. ``routing_function`` is
-    :func:`~capsnotes.dynamic_routing`; :func:`capsnotes.fast.accelerate` replaces it by
-    an equivalent with a faster backward.
+    in_dim]``, so ``weight[i, j]`` is the paper's ``W_ij``. ``routing`` picks the
+    implementation of Procedure 1: ``"reference"`` (:func:`~capsnotes.dynamic_routing`)
+    or ``"fused"`` (the same function with a faster backward, see
+    :mod:`capsnotes.kernels`).
     """
 
     def __init__(
@@ -36,6 +38,7 @@ class DigitCapsules(nn.Module):
         out_caps: int = 10,
         out_dim: int = 16,
         iterations: int = 3,
+        routing: str = "reference",
     ) -> None:
         super().__init__()
         check_positive_ints(in_caps=in_caps, in_dim=in_dim, out_caps=out_caps, out_dim=out_dim)
@@ -43,7 +46,8 @@ class DigitCapsules(nn.Module):
         self.out_caps, self.out_dim = out_caps, out_dim
         self.iterations = check_iterations(iterations)
         self.weight = nn.Parameter(torch.empty(in_caps, out_caps, out_dim, in_dim))
-        self.routing_function = dynamic_routing
+        self.routing = routing
+        self.route = routing_function(routing)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -56,10 +60,10 @@ class DigitCapsules(nn.Module):
         return torch.einsum("ijdk,bik->bijd", self.weight, u)
 
     def forward(self, u: Tensor, return_coupling: bool = False) -> Tensor | tuple[Tensor, Tensor]:
-        return self.routing_function(self.votes(u), self.iterations, return_coupling)
+        return self.route(self.votes(u), self.iterations, return_coupling)
 
     def extra_repr(self) -> str:
         return (
             f"in_caps={self.in_caps}, in_dim={self.in_dim}, out_caps={self.out_caps}, "
-            f"out_dim={self.out_dim}, iterations={self.iterations}"
+            f"out_dim={self.out_dim}, iterations={self.iterations}, routing={self.routing!r}"
         )

@@ -1,13 +1,17 @@
-"""The two training losses: margin loss (eq. 4) and reconstruction loss (§4.1)."""
+"""CapsNet's training objective: margin loss (eq. 4) plus the weighted reconstruction
+loss (§4.1), combined in one place, :func:`capsnet_loss`."""
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
 from .checks import check_class_indices, check_float_tensor
+from .model import CapsNetOutput
 
-__all__ = ["margin_loss", "reconstruction_loss", "class_presence"]
+__all__ = ["Loss", "capsnet_loss", "class_presence", "margin_loss", "reconstruction_loss"]
 
 
 def class_presence(
@@ -99,3 +103,36 @@ def reconstruction_loss(reconstructions: Tensor, images: Tensor, weight: float =
         )
     errors = (reconstructions.flatten(1) - images.flatten(1).to(reconstructions.dtype)).pow(2)
     return weight * errors.sum(dim=1).mean()
+
+
+class Loss(NamedTuple):
+    """The value of a training objective for one batch."""
+
+    total: Tensor  #: the scalar to minimise
+    terms: dict[str, Tensor]  #: its named parts, scalars, as the training records keep them
+
+
+def capsnet_loss(
+    output: CapsNetOutput, images: Tensor, target: Tensor, reconstruction_weight: float = 0.0005
+) -> Loss:
+    """The objective CapsNet is trained with (§4.1): the margin loss of the digit capsules
+    plus ``reconstruction_weight`` × the summed squared error of the reconstructions.
+
+    Args:
+        output: what ``CapsNet(images, labels)`` returned (the decoder saw the capsule
+            of the label in training, of the prediction at test time).
+        images: the input images ``[B, C, H, W]``.
+        target: class indices ``[B]`` or presence ``[B, num_classes]``.
+        reconstruction_weight: 0.0005 in the paper; 0 trains without the decoder's
+            help (its parameters then get no gradient).
+
+    Both terms are computed in float32, also when the forward pass ran in bf16.
+    """
+    margin = margin_loss(output.capsules.float(), target)
+    reconstruction = reconstruction_loss(
+        output.reconstructions.float(), images, reconstruction_weight
+    )
+    return Loss(
+        margin + reconstruction,
+        {"margin_loss": margin.detach(), "reconstruction_loss": reconstruction.detach()},
+    )

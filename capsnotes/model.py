@@ -13,32 +13,26 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor, nn
 
-from .checks import check_class_indices, check_float_tensor
+from .checks import (
+    check_class_indices,
+    check_float_tensor,
+    check_int,
+    check_positive_ints,
+    dataclass_from_dict,
+)
 from .decoder import Decoder
 from .digit_capsules import DigitCapsules
+from .kernels import make_conv2d
 from .primary_capsules import PrimaryCapsules, conv_output_size
 from .routing import check_iterations
 
-__all__ = ["CapsNet", "CapsNetConfig", "CapsNetOutput", "dataclass_from_dict"]
-
-Config = TypeVar("Config")
-
-
-def dataclass_from_dict(cls: type[Config], values: dict[str, Any]) -> Config:
-    """``cls(**values)`` for a configuration dataclass, refusing unknown keys by name."""
-    known = [field.name for field in dataclasses.fields(cls)]
-    unknown = set(values) - set(known)
-    if unknown:
-        raise ValueError(
-            f"unknown {cls.__name__} fields: {sorted(unknown)}; expected some of {known}"
-        )
-    return cls(**values)
+__all__ = ["CapsNet", "CapsNetConfig", "CapsNetOutput"]
 
 
 @dataclass(frozen=True)
@@ -55,24 +49,18 @@ class CapsNetConfig:
     primary_kernel: int = 9
     primary_stride: int = 2
     digit_dim: int = 16
-    routing_iterations: int = 3
+    routing_iterations: int = field(
+        default=3, metadata={"help": "routing iterations r (1: a single pass, no routing)"}
+    )
     decoder_hidden: tuple[int, ...] = (512, 1024)
 
     def __post_init__(self) -> None:
-        for field in dataclasses.fields(self):
-            value = getattr(self, field.name)
-            if field.name == "decoder_hidden":
-                if isinstance(value, list):  # accept lists, e.g. from JSON
-                    object.__setattr__(self, "decoder_hidden", tuple(value))
-                    value = self.decoder_hidden
-                if not all(isinstance(h, int) and h > 0 for h in value):
-                    raise ValueError(f"decoder_hidden must be positive ints, got {value!r}")
-                continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{field.name} must be a positive int, got {value!r}")
+        if isinstance(self.decoder_hidden, list):  # accept lists, e.g. from JSON
+            object.__setattr__(self, "decoder_hidden", tuple(self.decoder_hidden))
+        sizes = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        check_positive_ints(**sizes)
         check_iterations(self.routing_iterations)
-        if self.num_classes < 2:
-            raise ValueError(f"num_classes must be at least 2, got {self.num_classes}")
+        check_int("num_classes", self.num_classes, minimum=2)
         # Raises if an image is too small for the two convolutions.
         _ = self.primary_grid
 
@@ -110,22 +98,37 @@ class CapsNet(nn.Module):
     ``model(images, labels=None)`` takes ``images`` ``[B, C, H, W]`` (floats in
     ``[0, 1]``) and optional integer ``labels`` ``[B]``; the decoder reconstructs from the
     capsule of the label when given, of the prediction otherwise.
+
+    ``routing`` (``"reference"`` or ``"fused"``) and ``convolution`` (``"native"`` or
+    ``"matmul"``) choose how routing and the two convolutions are computed
+    (:mod:`capsnotes.kernels`): the parameters, the ``state_dict`` and the results are the
+    same with every choice, so weights trained with one load into another.
     """
 
-    def __init__(self, config: CapsNetConfig | None = None, **overrides: Any) -> None:
+    def __init__(
+        self,
+        config: CapsNetConfig | None = None,
+        *,
+        routing: str = "reference",
+        convolution: str = "native",
+        **overrides: Any,
+    ) -> None:
         super().__init__()
         if config is None:
             config = CapsNetConfig(**overrides)
         elif overrides:
             config = dataclasses.replace(config, **overrides)
         self.config = config
-        self.conv1 = nn.Conv2d(config.in_channels, config.conv_channels, config.conv_kernel)
+        self.conv1 = make_conv2d(
+            config.in_channels, config.conv_channels, config.conv_kernel, 1, convolution
+        )
         self.primary = PrimaryCapsules(
             config.conv_channels,
             config.primary_channels,
             config.primary_dim,
             config.primary_kernel,
             config.primary_stride,
+            convolution,
         )
         self.digits = DigitCapsules(
             config.num_primary_capsules,
@@ -133,6 +136,7 @@ class CapsNet(nn.Module):
             config.num_classes,
             config.digit_dim,
             config.routing_iterations,
+            routing,
         )
         self.decoder = Decoder(
             config.num_classes,
@@ -140,6 +144,8 @@ class CapsNet(nn.Module):
             config.in_channels * config.image_size**2,
             config.decoder_hidden,
         )
+        #: how this model computes routing and its convolutions (for the records)
+        self.implementation = {"routing": routing, "convolution": convolution}
 
     def primary_capsules(self, images: Tensor) -> Tensor:
         """Images ``[B, C, H, W]`` → primary capsules ``u`` ``[B, num_primary, primary_dim]``."""

@@ -1,9 +1,10 @@
 """Helpers for the book's chapters: show the package's own code, and get the trained
 model without training twice.
 
-* :func:`show_source` displays a function or class of ``capsnotes`` exactly as it is in
-  the package, with its file and line numbers, so a chapter never holds a copy that
-  could drift from the tested code.
+* :func:`show_source` displays a function or class of ``capsnotes`` as it is in the
+  package, with its file and line numbers, so a chapter never holds a copy that could
+  drift from the tested code. Only the ``.. math::`` blocks of its docstring are left
+  out: the chapter renders those equations itself.
 * :func:`trained_model` is the book's "load the checkpoint if it exists, else train":
   runs live in ``$CAPSNOTES_CACHE/runs/<profile>-<config hash>`` (default
   ``~/.cache/capsnotes``), so any chapter can be run on its own and a changed
@@ -21,10 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch import nn
 
 from .checkpoint import load_checkpoint, load_model_state
-from .model import CapsNet
-from .train import TrainConfig, TrainResult, default_profile, profile, resolve_device, train
+from .config import TrainConfig, default_profile, profile
+from .devices import resolve_device
+from .run import build_model
+from .train import TrainResult, train
 
 __all__ = ["SourceCode", "book_profile", "cache_dir", "show_source", "trained_model"]
 
@@ -47,7 +51,7 @@ class SourceCode:
 
 def show_source(obj: Any) -> SourceCode:
     """The source of ``obj`` (a function, class or method of capsnotes) with its place,
-    e.g. ``capsnotes/squash.py, lines 22-48``."""
+    e.g. ``capsnotes/squash.py, lines 22-48``, without the docstring's math blocks."""
     target = inspect.unwrap(obj)
     lines, start = inspect.getsourcelines(target)
     path = Path(inspect.getsourcefile(target)).resolve()
@@ -56,7 +60,24 @@ def show_source(obj: Any) -> SourceCode:
     except ValueError:
         shown = path.name
     location = f"{shown}, lines {start}-{start + len(lines) - 1}"
-    return SourceCode(location, textwrap.dedent("".join(lines)).rstrip("\n"))
+    code = without_math_blocks(textwrap.dedent("".join(lines)))
+    return SourceCode(location, code.rstrip("\n"))
+
+
+def without_math_blocks(code: str) -> str:
+    """``code`` without its reStructuredText ``.. math::`` blocks: the directive line and
+    every following line that is blank or indented deeper than it."""
+    kept: list[str] = []
+    block_indent: int | None = None
+    for line in code.splitlines(keepends=True):
+        text = line.strip()
+        indent = len(line) - len(line.lstrip())
+        if block_indent is not None and (not text or indent > block_indent):
+            continue
+        block_indent = indent if text.startswith(".. math::") else None
+        if block_indent is None:
+            kept.append(line)
+    return "".join(kept)
 
 
 def book_profile() -> str:
@@ -98,15 +119,16 @@ def trained_model(
             model = _reference_model(config, checkpoint.result_state, device, checkpoint.path)
             return TrainResult(model, history, out_dir)
     result = train(config, out_dir, device=device, progress=progress)
-    # Hand back the plain reference model (train() may have switched to fast variants).
+    # Hand back the model with the reference implementations, as load_pretrained does.
     model = _reference_model(config, result.model.state_dict(), device, out_dir)
     return TrainResult(model, result.history, out_dir)
 
 
 def _reference_model(
     config: TrainConfig, state: dict[str, Any], device: torch.device, source: object
-) -> CapsNet:
-    """A plain :class:`CapsNet` holding ``state``, on ``device``, in evaluation mode."""
-    model = CapsNet(config.model)
+) -> nn.Module:
+    """The model of ``config`` with the reference implementations, holding ``state``, on
+    ``device``, in evaluation mode."""
+    model = build_model(config)
     load_model_state(model, state, source)
     return model.to(device).eval()

@@ -1,7 +1,7 @@
-"""The book's trained CapsNet, shipped inside the package.
+"""The book's trained models, shipped inside the package.
 
 Training the paper's model takes hours on a CPU, so the chapters do not: they load the
-weights that ``python -m capsnotes train --profile paper ...`` produced once, stored in
+weights that ``python -m capsnotes train ...`` produced once, stored in
 ``capsnotes/weights/`` and installed with the package. Each model is two files:
 
 * ``<name>.safetensors`` — the weights, in the checkpoint format of
@@ -17,7 +17,6 @@ weights that ``python -m capsnotes train --profile paper ...`` produced once, st
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import tempfile
@@ -25,9 +24,15 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch import nn
 
-from .checkpoint import atomic_write_bytes, load_checkpoint, load_model_state, save_checkpoint
-from .model import CapsNet, CapsNetConfig
+from .checkpoint import load_checkpoint, load_model_state, save_checkpoint
+from .config import TrainConfig
+from .data import load_dataset
+from .devices import device_name
+from .evaluation import evaluate
+from .files import file_sha256, write_json
+from .run import build_model
 
 __all__ = [
     "PRETRAINED",
@@ -42,6 +47,8 @@ WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 #: The shipped models: name → what it is.
 PRETRAINED: dict[str, str] = {
     "mnist": "the paper's MNIST CapsNet (3 routing iterations, with the decoder)",
+    "fashion-mnist": "the paper's CapsNet trained on Fashion-MNIST",
+    "cnn-mnist": "the baseline CNN (the `cnn` profile) trained on MNIST",
 }
 
 
@@ -53,21 +60,12 @@ def pretrained_files(name: str, folder: Path | None = None) -> tuple[Path, Path]
     return folder / f"{name}.safetensors", folder / f"{name}.json"
 
 
-def file_sha256(path: Path) -> str:
-    """SHA-256 of a file's bytes, as hex."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def load_pretrained(
     name: str = "mnist",
     device: torch.device | str | None = None,
     *,
     folder: str | Path | None = None,
-) -> tuple[CapsNet, dict[str, Any]]:
+) -> tuple[nn.Module, dict[str, Any]]:
     """The shipped trained model ``name`` and the history of the run that made it.
 
     Args:
@@ -76,8 +74,9 @@ def load_pretrained(
         folder: where the files are (default: ``capsnotes/weights``).
 
     Returns:
-        ``(model, history)``: a plain reference :class:`~capsnotes.CapsNet` in float32 and
-        evaluation mode, and the provenance record, in which
+        ``(model, history)``: the model (a plain :class:`~capsnotes.CapsNet` with the
+        reference implementations, or a :class:`~capsnotes.convnet.ConvNet`) in float32
+        and evaluation mode, and the provenance record, in which
         ``history["epochs"][-1]["test_accuracy"]`` is the run's final accuracy (a fraction)
         on all 10,000 test images and ``history["shipped"]`` describes the stored weights.
 
@@ -96,7 +95,7 @@ def load_pretrained(
     try:
         history = json.loads(record_path.read_text())
         expected_sha = history["shipped"]["sha256"]
-        config = CapsNetConfig.from_dict(history["train_config"]["model"])
+        config = TrainConfig.from_dict(history["train_config"])
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as error:
         raise ValueError(f"{record_path} is not a readable provenance record: {error}") from None
     if file_sha256(weights_path) != expected_sha:
@@ -105,7 +104,7 @@ def load_pretrained(
             "the file is damaged or comes from another run"
         )
     checkpoint = load_checkpoint(weights_path)  # checks the format and the tensor digest
-    model = CapsNet(config)
+    model = build_model(config)
     state = {key: value.float() for key, value in checkpoint.model_state.items()}
     load_model_state(model, state, f"{weights_path} (with its record {record_path.name})")
     return model.to("cpu" if device is None else device).eval(), history
@@ -128,9 +127,6 @@ def save_pretrained(
 
     Returns the provenance record that was written.
     """
-    from .data import load_dataset
-    from .train import TrainConfig, device_name, evaluate
-
     run_dir = Path(run_dir)
     checkpoint = load_checkpoint(run_dir / "checkpoint.safetensors")
     history = checkpoint.metadata["history"]
@@ -160,10 +156,10 @@ def save_pretrained(
             "bytes": staged_weights.stat().st_size,
             "sha256": file_sha256(staged_weights),
         }
-        atomic_write_bytes(staged_record, json.dumps(record).encode())
+        write_json(staged_record, record)
         model, _ = load_pretrained(name, folder=staging)
         test_set = load_dataset(config.dataset, train=False, root=data_root)
-        scores = evaluate(model, test_set, config.eval_batch_size, config.mixed_precision)
+        scores = evaluate(model, test_set, config)
         trained = history["epochs"][-1]["test_accuracy"]
         if abs(scores["accuracy"] - trained) > tolerance:
             raise ValueError(
@@ -176,7 +172,7 @@ def save_pretrained(
             evaluated_on=device_name(torch.device("cpu")),
             evaluated_with_torch=torch.__version__,
         )
-        atomic_write_bytes(staged_record, (json.dumps(record, indent=1) + "\n").encode())
+        write_json(staged_record, record)
         os.replace(staged_weights, weights_path)
         os.replace(staged_record, record_path)
     return record

@@ -11,6 +11,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from .checks import check_float_tensor, check_positive_ints
+from .kernels import make_conv2d
 from .squash import squash
 
 __all__ = ["PrimaryCapsules", "conv_output_size"]
@@ -32,7 +33,9 @@ class PrimaryCapsules(nn.Module):
 
     Input ``[B, in_channels, H, W]``; output ``u`` of shape
     ``[B, capsule_channels * H' * W', capsule_dim]``, ordered channel-major (all positions
-    of capsule channel 0 first), every vector squashed.
+    of capsule channel 0 first), every vector squashed. ``convolution`` picks how the
+    convolution is computed (``"native"`` or ``"matmul"``, see :mod:`capsnotes.kernels`);
+    the parameters and the results are the same.
     """
 
     def __init__(
@@ -42,6 +45,7 @@ class PrimaryCapsules(nn.Module):
         capsule_dim: int = 8,
         kernel_size: int = 9,
         stride: int = 2,
+        convolution: str = "native",
     ) -> None:
         super().__init__()
         check_positive_ints(
@@ -55,8 +59,8 @@ class PrimaryCapsules(nn.Module):
         self.capsule_dim = capsule_dim
         # One convolution computes every capsule's components at once: output channel
         # c * capsule_dim + k is component k of capsule channel c.
-        self.conv = nn.Conv2d(
-            in_channels, capsule_channels * capsule_dim, kernel_size, stride=stride
+        self.conv = make_conv2d(
+            in_channels, capsule_channels * capsule_dim, kernel_size, stride, convolution
         )
 
     def forward(self, features: Tensor) -> Tensor:

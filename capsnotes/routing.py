@@ -32,7 +32,10 @@ def dynamic_routing(
 ) -> Tensor | tuple[Tensor, Tensor]:
     r"""Route the votes ``u_hat`` to the parent capsules (Procedure 1).
 
-    For ``r`` iterations, with per-example logits ``b`` starting at zero:
+    Runs ``r`` iterations with per-example logits ``b`` that start at zero: each child
+    splits its vote among the parents by a softmax of its logits, each parent squashes
+    the weighted sum of its votes, and each logit grows by the agreement (dot product) of
+    the child's vote with the parent's output.
 
     .. math::
         c_{ij} = \operatorname{softmax}_j(b_{ij}), \quad

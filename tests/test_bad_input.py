@@ -25,8 +25,10 @@ from capsnotes import (
 )
 from capsnotes.analysis import image_moments, perturb_dimensions, routing_statistics
 from capsnotes.checkpoint import load_checkpoint, load_model_state, save_checkpoint
+from capsnotes.config import TrainConfig, profile
 from capsnotes.data import ImageSet, batches, load_dataset, random_shift
-from capsnotes.train import TrainConfig, evaluate, profile, resolve_device
+from capsnotes.devices import resolve_device
+from capsnotes.evaluation import evaluate
 from tests.test_cli import run
 
 SMALL = CapsNetConfig(
@@ -250,10 +252,25 @@ CASES = {
         ValueError,
         "unknown dataset 'cifar10'; expected one of",
     ),
-    "evaluate, zero batch": (
-        lambda: evaluate(small_model(), DIGITS, batch_size=0),
+    "evaluate, settings that are not a TrainConfig": (
+        lambda: evaluate(small_model(), DIGITS, {"eval_batch_size": 10}),
+        TypeError,
+        "config must be a capsnotes.TrainConfig, got dict",
+    ),
+    "evaluate, the configuration of another model": (
+        lambda: evaluate(small_model(), DIGITS, profile("cnn")),
         ValueError,
-        "batch_size must be a positive int",
+        "a cnn configuration cannot score a CapsNet",
+    ),
+    "train config, unknown architecture": (
+        lambda: TrainConfig(architecture="resnet"),
+        ValueError,
+        "unknown architecture 'resnet'; expected one of",
+    ),
+    "train config, a CapsNet configuration for the CNN": (
+        lambda: TrainConfig(architecture="cnn", model=SMALL),
+        TypeError,
+        r"a cnn run needs model=ConvNetConfig\(...\), got CapsNetConfig",
     ),
     "routing statistics, zero iterations": (
         lambda: routing_statistics(small_model(), DIGITS, iterations=(0,)),
@@ -323,4 +340,8 @@ def test_cli_reports_a_mismatched_checkpoint_and_bad_sizes(tmp_path):
         assert not (tmp_path / "x").exists()
     result = run("train", "--profile", "fastest", "--out", str(tmp_path / "x"))
     assert result.returncode == 2 and "invalid choice: 'fastest'" in result.stderr
-    assert json.loads(run("profiles").stdout).keys() == {"quick", "paper"}
+    assert json.loads(run("profiles").stdout).keys() == {"quick", "paper", "cnn", "paper-cnn"}
+    result = run(
+        "train", "--profile", "cnn", "--routing-iterations", "1", "--out", str(tmp_path / "x")
+    )
+    assert result.returncode == 2 and "applies to CapsNet runs only" in result.stderr

@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from capsnotes import CapsNet, CapsNetConfig
-from capsnotes.checkpoint import atomic_write_bytes, load_checkpoint, save_checkpoint
+from capsnotes.checkpoint import load_checkpoint, save_checkpoint
+from capsnotes.files import atomic_write_bytes
 
 SMALL = CapsNetConfig(
     conv_channels=8, primary_channels=2, primary_dim=4, digit_dim=4, decoder_hidden=(16, 16)

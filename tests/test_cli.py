@@ -145,6 +145,6 @@ def test_train_keeps_freed_memory_in_its_own_process_only(tmp_path, mnist_root):
         if sys.platform.startswith("linux") and before == "glibc defaults":
             assert paths["allocator"] == expected
         assert paths["fast_paths"] is True
-        assert paths["convolutions"] in ("native", "matmul")
+        assert paths["convolution"] in ("native", "matmul") and paths["routing"] == "fused"
         assert set(paths["step_seconds"]) == {"native", "matmul"}
     assert allocator_setting() == before

@@ -17,8 +17,10 @@ import pytest
 import torch
 
 from capsnotes import CapsNet, CapsNetConfig, load_pretrained
-from capsnotes.pretrained import WEIGHTS_DIR, file_sha256, pretrained_files, save_pretrained
-from capsnotes.train import profile, train
+from capsnotes.config import profile
+from capsnotes.files import file_sha256
+from capsnotes.pretrained import WEIGHTS_DIR, pretrained_files, save_pretrained
+from capsnotes.train import train
 from tests.conftest import REPO, make_tiny_dataset
 
 SMALL = CapsNetConfig(
@@ -168,7 +170,9 @@ def test_refusals_leave_the_shipped_files_untouched(tiny_run, tmp_path):
 
 
 def test_unknown_name_and_missing_files_are_named(tiny_run, tmp_path):
-    with pytest.raises(ValueError, match=r"expected one of \['mnist'\]"):
+    with pytest.raises(
+        ValueError, match=r"expected one of \['cnn-mnist', 'fashion-mnist', 'mnist'\]"
+    ):
         load_pretrained("cifar10")
     with pytest.raises(FileNotFoundError, match="mnist.safetensors is missing"):
         load_pretrained("mnist", folder=tmp_path)

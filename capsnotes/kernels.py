@@ -1,51 +1,51 @@
-"""Fast paths: separate, tested variants that compute what the reference modules compute.
+"""Fast kernels: tested variants that compute exactly what the reference code computes.
 
-The chapters teach ``nn.Conv2d`` and :func:`capsnotes.dynamic_routing`; this module holds
-the faster equivalents the trainer switches to, each tested against the reference
-(``tests/test_fast.py``):
+The chapters teach ``nn.Conv2d`` and :func:`capsnotes.dynamic_routing`. A model can be
+built with either implementation of each (``CapsNet(config, routing="fused",
+convolution="matmul")``); which one is faster on a machine is decided elsewhere
+(:mod:`capsnotes.tuning`). Both are tested against the reference (``tests/test_kernels.py``):
 
 * :class:`MatmulConv2d` — on a CPU, a training step of CapsNet is dominated by the 9×9
-  stride-2 primary-capsule convolution, and oneDNN's backward kernels for it run far
-  below the machine's matrix-multiply rate. Lowering the convolution to ``im2col`` plus
-  one matrix product per pass (forward, weight gradient, input gradient) runs all three
-  at that rate.
+  stride-2 primary-capsule convolution, and on some CPUs oneDNN's backward kernels for it
+  run far below the machine's matrix-multiply rate. Lowering the convolution to
+  ``im2col`` plus one matrix product per pass (forward, weight gradient, input gradient)
+  runs all three at that rate.
 * :func:`fused_dynamic_routing` — routing by agreement with a hand-written backward.
   Autograd through Procedure 1 writes one ``[batch, child, parent, dim]`` gradient per
   iteration and adds them up; the backward here collects every contribution to the
   gradient of the votes as a rank-``(2r - 1)`` product and writes that tensor once.
-* :func:`accelerate` — applies what helps on the given device. Whether the convolutions
-  as matrix products beat the CPU's native convolution depends on the CPU (they win on
-  some, lose on others), so on a CPU :func:`choose_cpu_convolution` times both on a
-  real training step and keeps the faster, as cuDNN's benchmark mode does on a GPU.
 
 Measured effects are in the Performance chapter and ``benchmarks/``.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .digit_capsules import DigitCapsules
+from .checks import check_choice
 from .routing import check_iterations, dynamic_routing
 from .squash import squash
 
 __all__ = [
+    "CONVOLUTIONS",
+    "ROUTINGS",
     "MatmulConv2d",
-    "accelerate",
     "conv2d_as_matmul",
     "fused_dynamic_routing",
-    "ConvolutionChoice",
-    "choose_cpu_convolution",
+    "make_conv2d",
     "patches",
-    "use_matmul_convolutions",
+    "routing_function",
 ]
+
+#: How a model's convolutions can be computed: torch's own kernels, or im2col + matmul.
+CONVOLUTIONS = ("native", "matmul")
+#: How a model's routing can be computed: Procedure 1 through autograd, or with the
+#: hand-written backward.
+ROUTINGS = ("reference", "fused")
 
 
 def patches(x: Tensor, kernel_size: int, stride: int) -> Tensor:
@@ -152,7 +152,7 @@ def _matmul_conv_supports(conv: nn.Conv2d) -> bool:
 
 
 class MatmulConv2d(nn.Conv2d):
-    """An ``nn.Conv2d`` (same parameters, same ``state_dict``) that trains through
+    """An ``nn.Conv2d`` (the same parameters, the same ``state_dict``) that trains through
     :func:`conv2d_as_matmul`. Without gradients it uses the native convolution, which is
     as fast forward and needs no im2col buffer."""
 
@@ -165,14 +165,6 @@ class MatmulConv2d(nn.Conv2d):
             raise ValueError(
                 "MatmulConv2d supports square, unpadded, undilated, ungrouped convolutions"
             )
-
-    @classmethod
-    def from_conv(cls, conv: nn.Conv2d) -> MatmulConv2d:
-        """A ``MatmulConv2d`` sharing ``conv``'s parameters."""
-        new = cls.__new__(cls)
-        new.__dict__.update(conv.__dict__)
-        new._check_supported()
-        return new
 
     def forward(self, x: Tensor) -> Tensor:
         if torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad):
@@ -246,86 +238,22 @@ def fused_dynamic_routing(
     return _FusedRouting.apply(u_hat, check_iterations(iterations))
 
 
-def use_matmul_convolutions(model: nn.Module, enabled: bool) -> nn.Module:
-    """Switch every eligible ``nn.Conv2d`` of ``model`` to :class:`MatmulConv2d` (or,
-    with ``enabled=False``, back to ``nn.Conv2d``), in place, sharing the parameters."""
-    for module in list(model.modules()):
-        for name, child in list(module.named_children()):
-            # padded, dilated or grouped convolutions keep the native kernel
-            if enabled and type(child) is nn.Conv2d and _matmul_conv_supports(child):
-                setattr(module, name, MatmulConv2d.from_conv(child))
-            elif not enabled and type(child) is MatmulConv2d:
-                native = nn.Conv2d.__new__(nn.Conv2d)
-                native.__dict__.update(child.__dict__)
-                setattr(module, name, native)
-    return model
+def routing_function(name: str) -> Callable[..., Tensor | tuple[Tensor, Tensor]]:
+    """The routing implementation called ``name`` (one of :data:`ROUTINGS`)."""
+    check_choice("routing implementation", name, ROUTINGS)
+    return fused_dynamic_routing if name == "fused" else dynamic_routing
 
 
-@dataclass(frozen=True)
-class ConvolutionChoice:
-    """What :func:`choose_cpu_convolution` decided: ``matmul`` or not, and the measured
-    seconds of one training step with each (the fastest of the timed repeats)."""
-
-    matmul: bool
-    seconds: dict[str, float]
-    key: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"convolutions": "matmul" if self.matmul else "native", "step_seconds": self.seconds}
-
-
-#: Decisions already made in this process, by CPU, threads, torch, model and batch shape.
-_CHOICES: dict[str, ConvolutionChoice] = {}
-
-
-def choose_cpu_convolution(
-    model: nn.Module, step: Callable[[], None], key: str, repeats: int = 2
-) -> ConvolutionChoice:
-    """Time ``step()`` (one forward and backward pass of ``model``, on the CPU) with the
-    native convolutions and with :class:`MatmulConv2d`, alternating, and leave ``model``
-    with the faster. ``step`` must not change the parameters (no optimizer step); the
-    gradients it leaves are cleared. The decision is remembered for ``key`` (describe
-    the CPU, the model and the batch shape in it) for the rest of the process.
-    """
-    if key in _CHOICES:
-        choice = _CHOICES[key]
-        use_matmul_convolutions(model, choice.matmul)
-        return choice
-    times: dict[str, list[float]] = {"native": [], "matmul": []}
-    for round_ in range(repeats + 1):
-        for name in times:
-            use_matmul_convolutions(model, name == "matmul")
-            started = time.perf_counter()
-            step()
-            if round_:  # the first round warms up
-                times[name].append(time.perf_counter() - started)
-    model.zero_grad(set_to_none=True)
-    seconds = {name: min(values) for name, values in times.items()}
-    choice = ConvolutionChoice(seconds["matmul"] < seconds["native"], seconds, key)
-    use_matmul_convolutions(model, choice.matmul)
-    _CHOICES[key] = choice
-    return choice
-
-
-def accelerate(
-    model: nn.Module, device: torch.device | str, matmul_convolutions: bool = False
-) -> nn.Module:
-    """Switch ``model`` (in place) to the tested fast variants for ``device``.
-
-    * every :class:`~capsnotes.DigitCapsules` routes with :func:`fused_dynamic_routing`;
-    * CPU: with ``matmul_convolutions``, every eligible ``nn.Conv2d`` becomes a
-      :class:`MatmulConv2d` (:func:`choose_cpu_convolution` decides by measurement).
-
-    On CUDA the rest of the speed comes from the training step itself (bf16 autocast and
-    a CUDA graph, :class:`capsnotes.step.TrainingStep`). Channels-last memory and cuDNN's
-    autotuning were measured there too and made no difference (the Performance
-    chapter), so they are not used. The parameters, their names and the outputs stay the
-    same.
-    """
-    device = torch.device(device)
-    for module in model.modules():
-        if isinstance(module, DigitCapsules):
-            module.routing_function = fused_dynamic_routing
-    if device.type == "cpu":
-        use_matmul_convolutions(model, matmul_convolutions)
-    return model
+def make_conv2d(
+    in_channels: int,
+    out_channels: int,
+    kernel_size: int,
+    stride: int = 1,
+    implementation: str = "native",
+) -> nn.Conv2d:
+    """An unpadded convolution computed by ``implementation`` (one of
+    :data:`CONVOLUTIONS`): an ``nn.Conv2d`` or a :class:`MatmulConv2d`, which have the
+    same parameters, so either loads the other's weights."""
+    check_choice("convolution implementation", implementation, CONVOLUTIONS)
+    layer = MatmulConv2d if implementation == "matmul" else nn.Conv2d
+    return layer(in_channels, out_channels, kernel_size, stride=stride)

@@ -1,16 +1,18 @@
+"""The fast kernels compute what the reference code computes: values and gradients
+(float64), under autocast, and in a whole model built with them."""
+
 import pytest
 import torch
 import torch.nn.functional as F
 
-from capsnotes import CapsNet, CapsNetConfig, dynamic_routing, margin_loss, reconstruction_loss
-from capsnotes.fast import (
+from capsnotes import CapsNet, CapsNetConfig, capsnet_loss, dynamic_routing
+from capsnotes.kernels import (
     MatmulConv2d,
-    accelerate,
-    choose_cpu_convolution,
     conv2d_as_matmul,
     fused_dynamic_routing,
+    make_conv2d,
     patches,
-    use_matmul_convolutions,
+    routing_function,
 )
 
 
@@ -47,18 +49,17 @@ def test_matmul_conv_runs_in_float32_under_cpu_autocast():
     to float32 and trains like the reference."""
     torch.manual_seed(0)
     conv1, conv2 = torch.nn.Conv2d(1, 4, 3), torch.nn.Conv2d(4, 6, 3, stride=2)
-    fast2 = MatmulConv2d.from_conv(conv2)
+    fast2 = MatmulConv2d(4, 6, 3, stride=2)
+    fast2.load_state_dict(conv2.state_dict())
     x = torch.rand(2, 1, 12, 12)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         hidden = conv1(x)
         out = fast2(hidden)
     assert hidden.dtype == torch.bfloat16 and out.dtype == torch.float32
     out.sum().backward()
-    grad = conv2.weight.grad.clone()
     conv1.zero_grad()
-    conv2.zero_grad()
     F.conv2d(conv1(x), conv2.weight, conv2.bias, stride=2).sum().backward()
-    torch.testing.assert_close(grad, conv2.weight.grad, rtol=0.02, atol=0.02)
+    torch.testing.assert_close(fast2.weight.grad, conv2.weight.grad, rtol=0.02, atol=0.02)
 
 
 def test_patches_rows_are_windows():
@@ -70,75 +71,48 @@ def test_patches_rows_are_windows():
         patches(x.permute(0, 3, 1, 2).permute(0, 2, 1, 3), 3, 2)
 
 
-def test_matmul_conv_keeps_parameters_and_rejects_padding():
+def test_matmul_conv_has_the_parameters_of_conv2d_and_rejects_padding():
     conv = torch.nn.Conv2d(4, 8, 3, stride=2)
-    fast = MatmulConv2d.from_conv(conv)
-    assert fast.weight is conv.weight and fast.bias is conv.bias
-    assert fast.state_dict().keys() == conv.state_dict().keys()
+    fast = make_conv2d(4, 8, 3, stride=2, implementation="matmul")
+    assert type(fast) is MatmulConv2d and isinstance(fast, torch.nn.Conv2d)
+    assert type(make_conv2d(4, 8, 3, 2)) is torch.nn.Conv2d
+    fast.load_state_dict(conv.state_dict())  # the same state_dict, both ways
+    conv.load_state_dict(fast.state_dict())
     x = torch.randn(2, 4, 11, 11)
     torch.testing.assert_close(fast(x), conv(x))
     with torch.no_grad():
         torch.testing.assert_close(fast(x), conv(x))
     with pytest.raises(ValueError, match="unpadded"):
         MatmulConv2d(4, 8, 3, padding=1)
+    with pytest.raises(ValueError, match="unknown convolution implementation 'fft'"):
+        make_conv2d(4, 8, 3, implementation="fft")
 
 
-def test_accelerated_model_agrees_with_reference_in_values_and_gradients():
+def test_a_model_built_with_the_fast_kernels_agrees_with_the_reference():
+    """Values and gradients in float64, and weights that load both ways."""
     torch.manual_seed(0)
     config = CapsNetConfig(conv_channels=16, primary_channels=8, decoder_hidden=(64, 128))
     reference = CapsNet(config).double()
-    fast = CapsNet(config).double()
+    fast = CapsNet(config, routing="fused", convolution="matmul").double()
     fast.load_state_dict(reference.state_dict())
-    accelerate(fast, "cpu", matmul_convolutions=True)
     assert isinstance(fast.primary.conv, MatmulConv2d) and isinstance(fast.conv1, MatmulConv2d)
+    assert type(reference.primary.conv) is torch.nn.Conv2d
+    assert fast.digits.route is fused_dynamic_routing
+    assert reference.digits.route is dynamic_routing
+    assert fast.implementation == {"routing": "fused", "convolution": "matmul"}
     assert fast.state_dict().keys() == reference.state_dict().keys()
     images = torch.rand(4, 1, 28, 28, dtype=torch.float64)
     labels = torch.tensor([0, 3, 7, 9])
-    grads = []
+    results = []
     for model in (reference, fast):
         out = model(images, labels)
-        loss = margin_loss(out.capsules, labels) + reconstruction_loss(out.reconstructions, images)
-        grads.append(torch.autograd.grad(loss, list(model.parameters())))
-        grads.append(out.capsules)
-    torch.testing.assert_close(grads[1], grads[3])
-    for mine, theirs in zip(grads[0], grads[2], strict=True):
+        loss = capsnet_loss(out, images, labels).total
+        results.append((out.capsules, torch.autograd.grad(loss, list(model.parameters()))))
+    torch.testing.assert_close(results[0][0], results[1][0])
+    for mine, theirs in zip(results[0][1], results[1][1], strict=True):
         torch.testing.assert_close(mine, theirs)
-
-
-def test_matmul_convolutions_switch_both_ways_and_keep_the_parameters():
-    model = CapsNet(CapsNetConfig(conv_channels=8, primary_channels=2))
-    weights = [model.conv1.weight, model.primary.conv.weight]
-    use_matmul_convolutions(model, True)
-    assert type(model.conv1) is MatmulConv2d and type(model.primary.conv) is MatmulConv2d
-    use_matmul_convolutions(model, False)
-    assert type(model.conv1) is torch.nn.Conv2d and type(model.primary.conv) is torch.nn.Conv2d
-    assert [model.conv1.weight, model.primary.conv.weight] == weights
-    accelerate(model, "cpu")  # native convolutions unless asked
-    assert type(model.primary.conv) is torch.nn.Conv2d
-
-
-def test_choose_cpu_convolution_keeps_the_faster_and_remembers(monkeypatch):
-    model = CapsNet(CapsNetConfig(conv_channels=8, primary_channels=2))
-    calls = []
-
-    def step():  # pretend the matmul path is slower; leave gradients behind
-        matmul = type(model.primary.conv) is MatmulConv2d
-        calls.append(matmul)
-        clock["now"] += 0.5 if matmul else 0.2
-        model.conv1.weight.grad = torch.ones_like(model.conv1.weight)
-
-    clock = {"now": 0.0}
-    monkeypatch.setattr("capsnotes.fast.time.perf_counter", lambda: clock["now"])
-    choice = choose_cpu_convolution(model, step, key="test-cpu|shape", repeats=2)
-    assert calls == [False, True] * 3  # a warm-up round, then two timed, alternating
-    assert not choice.matmul
-    assert choice.seconds == pytest.approx({"native": 0.2, "matmul": 0.5})
-    assert type(model.primary.conv) is torch.nn.Conv2d and model.conv1.weight.grad is None
-    use_matmul_convolutions(model, True)
-    again = choose_cpu_convolution(model, step, key="test-cpu|shape")
-    assert again is choice and len(calls) == 6  # remembered, not timed again
-    assert type(model.primary.conv) is torch.nn.Conv2d
-    assert choice.to_dict() == {"convolutions": "native", "step_seconds": choice.seconds}
+    with pytest.raises(ValueError, match="unknown routing implementation 'magic'"):
+        CapsNet(config, routing="magic")
 
 
 @pytest.mark.parametrize("iterations", [1, 2, 3, 5])
@@ -167,8 +141,7 @@ def test_fused_routing_checks_and_falls_back():
         fused_dynamic_routing(u_hat, 0)
     with pytest.raises(ValueError, match="out_dim"):
         fused_dynamic_routing(torch.randn(6, 3, 4), 2)
-    model = accelerate(CapsNet(CapsNetConfig(conv_channels=8, primary_channels=2)), "cpu")
-    assert model.digits.routing_function is fused_dynamic_routing
+    assert routing_function("fused") is fused_dynamic_routing
 
 
 def test_fused_routing_handles_mixed_precision_like_the_reference():

@@ -1,0 +1,142 @@
+"""A conventional CNN to compare CapsNet with (Sabour et al. 2017, §5).
+
+The paper's baseline is three 5×5 convolutions of 256, 256 and 128 channels (stride 1),
+then fully connected layers of 328 and 192 units, dropout, and a 10-way softmax trained
+with cross-entropy: about 35.4M parameters, most of them in the first fully connected
+layer, which sees all 28×28×128 features. :class:`ConvNetConfig`'s defaults are that
+network. The same family with fewer channels and 2×2 max pooling after the first two
+convolutions is small enough to train on a CPU (the ``cnn`` training profile).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .checks import (
+    check_class_indices,
+    check_float_tensor,
+    check_int,
+    check_positive_ints,
+    check_range,
+    dataclass_from_dict,
+)
+from .losses import Loss
+
+__all__ = ["ConvNet", "ConvNetConfig", "ConvNetOutput", "convnet_loss"]
+
+
+@dataclass(frozen=True)
+class ConvNetConfig:
+    """Every size of the CNN. The defaults are the paper's baseline (≈35.4M parameters)."""
+
+    image_size: int = 28
+    in_channels: int = 1
+    num_classes: int = 10
+    channels: tuple[int, ...] = (256, 256, 128)  #: output channels of each 5×5 convolution
+    kernel_size: int = 5
+    #: the convolutions (counted from 1) followed by 2×2 max pooling
+    pool_after: tuple[int, ...] = ()
+    hidden: tuple[int, ...] = (328, 192)  #: the fully connected layers
+    dropout: float = 0.5  #: before the last layer
+
+    def __post_init__(self) -> None:
+        for name in ("channels", "pool_after", "hidden"):
+            if isinstance(getattr(self, name), list):  # accept lists, e.g. from JSON
+                object.__setattr__(self, name, tuple(getattr(self, name)))
+        check_positive_ints(
+            image_size=self.image_size,
+            in_channels=self.in_channels,
+            channels=self.channels,
+            kernel_size=self.kernel_size,
+            hidden=self.hidden,
+        )
+        check_int("num_classes", self.num_classes, minimum=2)
+        if not self.channels:
+            raise ValueError("channels must name at least one convolution")
+        for layer in self.pool_after:
+            check_int("pool_after entries", layer, minimum=1)
+            if layer > len(self.channels):
+                raise ValueError(
+                    f"pool_after names convolution {layer}, but there are {len(self.channels)}"
+                )
+        if self.kernel_size % 2 == 0:
+            raise ValueError(f"kernel_size must be odd (same padding), got {self.kernel_size}")
+        check_range("dropout", self.dropout, 0.0, 1.0, high_open=True)
+        if self.feature_side < 1:
+            raise ValueError(f"{len(self.pool_after)} poolings leave nothing of {self.image_size}")
+
+    @property
+    def feature_side(self) -> int:
+        """Side of the last feature map (every pooling halves it, rounding down)."""
+        return self.image_size // 2 ** len(self.pool_after)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> ConvNetConfig:
+        return dataclass_from_dict(cls, values)
+
+
+class ConvNetOutput(NamedTuple):
+    """What :class:`ConvNet` returns for a batch of ``B`` images."""
+
+    logits: Tensor  #: ``[B, num_classes]``
+    predictions: Tensor  #: ``[B]``, the largest logit
+
+
+class ConvNet(nn.Module):
+    """Convolutions (same padding, ReLU, optional pooling) → fully connected layers →
+    dropout → class scores.
+
+    ``model(images, labels=None)`` takes ``images`` ``[B, C, H, W]``; ``labels`` is
+    accepted so that the trainer calls every model the same way, and is not used.
+    """
+
+    def __init__(self, config: ConvNetConfig | None = None, **overrides: Any) -> None:
+        super().__init__()
+        if config is None:
+            config = ConvNetConfig(**overrides)
+        elif overrides:
+            config = dataclasses.replace(config, **overrides)
+        self.config = config
+        layers: list[nn.Module] = []
+        channels = config.in_channels
+        for index, out_channels in enumerate(config.channels, start=1):
+            layers += [
+                nn.Conv2d(channels, out_channels, config.kernel_size, padding="same"),
+                nn.ReLU(inplace=True),
+            ]
+            if index in config.pool_after:
+                layers.append(nn.MaxPool2d(2))
+            channels = out_channels
+        self.features = nn.Sequential(*layers)
+        sizes = [channels * config.feature_side**2, *config.hidden]
+        dense: list[nn.Module] = [nn.Flatten()]
+        for fan_in, fan_out in zip(sizes[:-1], sizes[1:], strict=True):
+            dense += [nn.Linear(fan_in, fan_out), nn.ReLU(inplace=True)]
+        dense += [nn.Dropout(config.dropout), nn.Linear(sizes[-1], config.num_classes)]
+        self.classifier = nn.Sequential(*dense)
+        self.implementation = {"convolution": "native"}
+
+    def forward(self, images: Tensor, labels: Tensor | None = None) -> ConvNetOutput:
+        cfg = self.config
+        check_float_tensor(
+            "images", images, shape=(None, cfg.in_channels, cfg.image_size, cfg.image_size)
+        )
+        if labels is not None:
+            check_class_indices("labels", labels, cfg.num_classes, images.shape[0])
+        logits = self.classifier(self.features(images))
+        return ConvNetOutput(logits, logits.argmax(dim=1))
+
+
+def convnet_loss(output: ConvNetOutput, images: Tensor, target: Tensor) -> Loss:
+    """Cross-entropy of the class scores, averaged over the batch (``images`` is unused:
+    the argument is there so that every objective is called alike)."""
+    cross_entropy = F.cross_entropy(output.logits.float(), target)
+    return Loss(cross_entropy, {"cross_entropy": cross_entropy.detach()})
