@@ -1,4 +1,4 @@
-"""Command line: ``python -m capsnotes {train,evaluate,profiles} --help``."""
+"""Command line: ``python -m capsnotes {train,evaluate,affine,campaign,profiles} --help``."""
 
 from __future__ import annotations
 
@@ -10,13 +10,17 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from .affine import AFFNIST_RANGES, robustness
 from .allocator import restart_retaining_freed_memory
+from .campaign import GPU_PLAN, STAGES, run_campaign
 from .checkpoint import load_checkpoint, load_model_state
 from .config import PROFILES, TrainConfig, default_profile, profile
 from .data import load_dataset
 from .devices import resolve_device
 from .evaluation import evaluate
+from .files import write_json
 from .model import CapsNetConfig
+from .pretrained import PRETRAINED, load_pretrained
 from .run import build_model
 from .train import train
 
@@ -150,6 +154,54 @@ def _parser() -> argparse.ArgumentParser:
         "--batch-size", type=int, default=500, help="evaluation batch size"
     )
 
+    affine = commands.add_parser(
+        "affine",
+        help="score shipped models on affine-warped test digits",
+        description="Warp the MNIST test digits with random affine transformations "
+        "(capsnotes.affine: rotation, shear and scale as in affNIST, translation within the "
+        "training shifts), score a shipped CapsNet and the shipped CNN on the same images, "
+        "sweep one factor at a time, and write the record as JSON.",
+    )
+    affine.add_argument("--out", required=True, metavar="FILE", help="the JSON record")
+    affine.add_argument("--capsnet", default="mnist", choices=sorted(PRETRAINED))
+    affine.add_argument("--cnn", default="cnn-mnist", choices=sorted(PRETRAINED))
+    affine.add_argument("--seed", type=int, default=0, help="seed of the random warps")
+    affine.add_argument(
+        "--sweep-size", type=int, default=2000, help="test images per point of the sweeps"
+    )
+    affine.add_argument("--device", default="auto", help="auto (default), cpu, cuda")
+    affine.add_argument("--data-root", metavar="PATH", help="data folder")
+
+    campaign = commands.add_parser(
+        "campaign",
+        help="reproduce the paper's experiments on a GPU, stage by stage",
+        description=(
+            "Run the paper's experiments in order, each stage writing OUT/<stage>.json when "
+            "it finishes (capsnotes/campaign.py): " + ", ".join(STAGES) + ". The same "
+            "command resumes: finished stages are skipped, runs continue from their "
+            "checkpoints. --smoke runs every stage on tiny subsets, on any machine."
+        ),
+        epilog=GPU_PLAN,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    campaign.add_argument("--out", required=True, metavar="DIR", help="records and weights")
+    campaign.add_argument("--runs", metavar="DIR", help="training runs (default: OUT/runs)")
+    campaign.add_argument(
+        "--stages",
+        nargs="+",
+        choices=STAGES,
+        metavar="STAGE",
+        help="the stages to run (default: all, in order)",
+    )
+    campaign.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny subsets, small models, one short epoch: a check, not a result",
+    )
+    campaign.add_argument("--device", default="auto", help="auto (default), cpu, cuda")
+    campaign.add_argument("--data-root", metavar="PATH", help="data folder")
+    campaign.add_argument("--progress", action="store_true", help="show progress bars")
+
     commands.add_parser("profiles", help="print the predefined training profiles as JSON")
     return parser
 
@@ -216,6 +268,47 @@ def _evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _affine(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    device = resolve_device(args.device)
+    models, plain = {}, {}
+    for role, name in (("capsnet", args.capsnet), ("cnn", args.cnn)):
+        model, history = load_pretrained(name, device)
+        models[role] = model
+        plain[role] = {"pretrained": name, "parameters": sum(p.numel() for p in model.parameters())}
+        plain[role]["trained_test_accuracy"] = history["epochs"][-1]["test_accuracy"]
+    test_set = load_dataset("mnist", False, args.data_root)
+    record = robustness(
+        models, test_set, ranges=AFFNIST_RANGES, seed=args.seed, sweep_size=args.sweep_size
+    )
+    for role, facts in plain.items():
+        record["models"][role] |= facts
+        record[f"{role}_accuracy"] = record["models"][role]["affine_accuracy"]
+        record[f"{role}_plain_accuracy"] = record["models"][role]["plain_accuracy"]
+    record["command"] = "python -m capsnotes " + shlex.join(argv)
+    write_json(args.out, record)
+    print(
+        f"affine-warped MNIST ({record['count']:,} images, seed {args.seed}): CapsNet "
+        f"{record['capsnet_accuracy']:.4f}, CNN {record['cnn_accuracy']:.4f}; wrote {args.out}"
+    )
+    return 0
+
+
+def _campaign(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    records = run_campaign(
+        args.out,
+        args.stages,
+        smoke=args.smoke,
+        device=args.device,
+        data_root=args.data_root,
+        runs=args.runs,
+        command="python -m capsnotes " + shlex.join(argv),
+        progress=args.progress,
+    )
+    for stage, record in records.items():
+        print(f"{stage}: {record['stage_seconds']:.0f} s, wrote {args.out}/{stage}.json")
+    return 0
+
+
 def _profiles() -> int:
     print(json.dumps({name: cfg.to_dict() for name, cfg in PROFILES.items()}, indent=1))
     return 0
@@ -229,6 +322,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _train(args, argv)
         if args.command == "evaluate":
             return _evaluate(args)
+        if args.command == "affine":
+            return _affine(args, argv)
+        if args.command == "campaign":
+            return _campaign(args, argv)
         return _profiles()
     except (ValueError, TypeError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)

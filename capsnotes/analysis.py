@@ -17,12 +17,14 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from .checks import check_class_indices
 from .data import ImageSet, batches
 from .model import CapsNet
 from .routing import dynamic_routing
 
 __all__ = [
     "PROPERTIES",
+    "confusion_matrix",
     "RoutingStatistics",
     "dimension_effects",
     "image_moments",
@@ -217,3 +219,11 @@ def dimension_effects(
         change = (grid[:, -1] - grid[:, 0]).abs().mean(dim=(1, 2, 3))
         results["pixels"].append(change.float().cpu())
     return {name: torch.stack(values) for name, values in results.items()}
+
+
+def confusion_matrix(predictions: Tensor, labels: Tensor, num_classes: int) -> Tensor:
+    """Counts ``[num_classes, num_classes]``: row = true class, column = prediction."""
+    check_class_indices("labels", labels, num_classes)
+    check_class_indices("predictions", predictions, num_classes, batch=labels.shape[0])
+    flat = labels.long() * num_classes + predictions.long()
+    return torch.bincount(flat, minlength=num_classes**2).view(num_classes, num_classes)

@@ -78,6 +78,10 @@ class TrainConfig:
     max_shift: int = field(
         default=2, metadata=_doc("shift each training image by up to this many pixels")
     )
+    canvas: int | None = field(
+        default=None,
+        metadata=_doc("centre the images on a black canvas of this size (unset: as they are)"),
+    )
     seed: int = field(default=0, metadata=_doc("random seed of the weights, shuffles and shifts"))
     reconstruction_weight: float = field(
         default=0.0005,
@@ -118,6 +122,8 @@ class TrainConfig:
         check_positive_number("learning_rate", self.learning_rate)
         check_range("lr_decay", self.lr_decay, 0, 1, low_open=True)
         check_int("max_shift", self.max_shift, minimum=0)
+        if self.canvas is not None:
+            check_positive_int("canvas", self.canvas)
         check_int("seed", self.seed)
         check_range("reconstruction_weight", self.reconstruction_weight, 0, float("inf"))
         if not isinstance(self.mixed_precision, bool):

@@ -113,6 +113,17 @@ class ImageSet:
         keep = torch.randperm(len(self), generator=generator)[:size].to(self.device)
         return ImageSet(self.images[keep], self.labels[keep], self.classes)
 
+    def padded(self, size: int) -> ImageSet:
+        """The images centred on a black ``size × size`` canvas (e.g. MNIST on 40×40, where
+        shifts of up to 6 pixels place a digit anywhere, as the paper trains for affNIST)."""
+        check_positive_int("canvas size", size)
+        height, width = self.images.shape[2:]
+        if size < max(height, width):
+            raise ValueError(f"a {size}x{size} canvas cannot hold {height}x{width} images")
+        top, left = (size - height) // 2, (size - width) // 2
+        pad = (left, size - width - left, top, size - height - top)
+        return ImageSet(F.pad(self.images, pad), self.labels, self.classes)
+
     def floats(self, index: Tensor | slice = slice(None)) -> Tensor:
         """Images at ``index`` as floats in ``[0, 1]``, ``[n, C, H, W]``."""
         return self.images[index].float().div_(255)

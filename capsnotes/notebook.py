@@ -25,12 +25,12 @@ import torch
 from torch import nn
 
 from .checkpoint import load_checkpoint, load_model_state
-from .config import TrainConfig, default_profile, profile
+from .config import TrainConfig, profile
 from .devices import resolve_device
 from .run import build_model
 from .train import TrainResult, train
 
-__all__ = ["SourceCode", "book_profile", "cache_dir", "show_source", "trained_model"]
+__all__ = ["SourceCode", "cache_dir", "show_source", "trained_model", "without_math_blocks"]
 
 PACKAGE_ROOT = Path(__file__).resolve().parent
 
@@ -80,12 +80,6 @@ def without_math_blocks(code: str) -> str:
     return "".join(kept)
 
 
-def book_profile() -> str:
-    """The profile the chapters train with: ``$CAPSNOTES_PROFILE`` if set, else ``paper``
-    on a GPU and ``quick`` on a CPU."""
-    return os.environ.get("CAPSNOTES_PROFILE") or default_profile()
-
-
 def cache_dir() -> Path:
     """``$CAPSNOTES_CACHE``, else ``~/.cache/capsnotes``."""
     return Path(os.environ.get("CAPSNOTES_CACHE") or "~/.cache/capsnotes").expanduser()
@@ -96,18 +90,18 @@ def run_dir(config: TrainConfig, name: str) -> Path:
 
 
 def trained_model(
-    profile_name: str | None = None,
+    profile_name: str = "quick",
     *,
     device: torch.device | str | None = None,
     progress: bool = False,
     **overrides: Any,
 ) -> TrainResult:
-    """The model trained with ``profile_name`` (default :func:`book_profile`): loaded from
-    the cache if that run is complete, else trained (or resumed) into the cache.
+    """The model trained with ``profile_name``: loaded from the cache if that run is
+    complete, else trained (or resumed) into the cache.
 
     ``overrides`` replace fields of the profile (and so give another cache entry).
     """
-    name = profile_name or book_profile()
+    name = profile_name
     config = profile(name, **overrides)
     out_dir = run_dir(config, name)
     device = resolve_device(device)

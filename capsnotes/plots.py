@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 from matplotlib.patches import Circle
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 from torch import Tensor
 
 __all__ = [
@@ -178,9 +179,10 @@ def coupling_maps(
     titles: Sequence[str],
     vmin: float | None = None,
     vmax: float | None = None,
+    label: str = "",
 ) -> Figure:
     """The digit, then one ``[grid, grid]`` heat map per entry of ``maps``, all on one
-    colour scale (by default the range of the maps)."""
+    colour scale (by default the range of the maps), whose bar is titled ``label``."""
     values = torch.stack(list(maps))
     vmin = float(values.min()) if vmin is None else vmin
     vmax = float(values.max()) if vmax is None else vmax
@@ -196,7 +198,8 @@ def coupling_maps(
         for ax in axes:
             ax.set_xticks([])
             ax.set_yticks([])
-        fig.colorbar(last, ax=axes[-1], fraction=0.08, shrink=0.8)
+        bar = fig.colorbar(last, ax=axes[-1], fraction=0.08, shrink=0.8)
+        bar.set_label(label, fontsize=8)
     return fig
 
 
@@ -226,11 +229,12 @@ def length_bars(images: Tensor, lengths: Tensor, labels: Sequence[int]) -> Figur
                 bottom.axhline(margin, color="#555555", linestyle=":", linewidth=0.8)
             bottom.set_ylim(0, 1)
             bottom.set_xticks(range(classes))
-            bottom.set_xticklabels([str(j) for j in range(classes)], fontsize=6)
-            bottom.tick_params(axis="y", labelsize=7)
+            bottom.set_xticklabels([str(j) for j in range(classes)], fontsize=8)
+            bottom.tick_params(axis="y", labelsize=8)
+            bottom.set_xlabel("digit capsule", fontsize=8)
             if k:
                 bottom.set_yticklabels([])
-        axes[1, 0].set_ylabel("length", fontsize=8)
+        axes[1, 0].set_ylabel("capsule length", fontsize=9)
     return fig
 
 
@@ -263,10 +267,11 @@ def loss_curves(runs: Mapping[str, dict[str, Any]]) -> Figure:
                 markeredgecolor="white",
                 label=label,
             )
-    for ax, name in zip(axes, ("margin loss", "reconstruction loss (×0.0005)"), strict=True):
+    for ax, name in zip(axes, ("margin loss", "reconstruction loss"), strict=True):
         ax.set_yscale("log")
+        _readable_log_ticks(ax)
         ax.set_xlabel("epoch")
-        ax.set_title(name)
+        ax.set_ylabel(name + (" (0.0005 × sum of squares)" if "recon" in name else ""))
     axes[0].legend(frameon=False, fontsize=8, title="dots: test, end of epoch", title_fontsize=8)
     return fig
 
@@ -297,11 +302,19 @@ def accuracy_curves(runs: Mapping[str, dict[str, Any]]) -> Figure:
             label=f"{label}: test set",
         )
     ax.set_yscale("log")
+    _readable_log_ticks(ax)
     ax.set_xlabel("epoch")
     ax.set_ylabel("error rate (%)")
     ax.set_xticks(range(1, last + 1) if last <= 15 else range(1, last + 1, max(1, last // 10)))
     ax.legend(frameon=False, fontsize=8)
     return fig
+
+
+def _readable_log_ticks(ax: Any) -> None:
+    """Label a log axis at 1, 2 and 5 times each power of ten, as plain numbers."""
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
 
 
 def perturbation_grid(reconstructions: Tensor, offsets: Sequence[float]) -> Figure:

@@ -104,6 +104,8 @@ def load_run_data(
     """The run's training and test sets (subsets if the configuration asks), on ``device``."""
     train_set = load_dataset(config.dataset, True, data_root).subset(config.train_size, config.seed)
     test_set = load_dataset(config.dataset, False, data_root).subset(config.test_size, seed=0)
+    if config.canvas is not None:
+        train_set, test_set = train_set.padded(config.canvas), test_set.padded(config.canvas)
     model = config.model
     expected = (model.in_channels, model.image_size, model.image_size)
     if tuple(train_set.images.shape[1:]) != expected or len(train_set.classes) != model.num_classes:

@@ -60,3 +60,14 @@ def mnist_root() -> Path:
     if (shared / "MNIST" / "raw").is_dir():
         return shared.resolve()
     return data_root()
+
+
+@pytest.fixture(scope="session")
+def built_book(tmp_path_factory) -> Path:
+    """The HTML of one `jupyter-book build book` from a fresh copy, shared by the tests
+    that check the build and open its pages (tests/book_build.py)."""
+    from tests.book_build import build_book
+
+    html, result = build_book(tmp_path_factory.mktemp("book"))
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
+    return html

@@ -127,3 +127,15 @@ def test_dimension_effects_are_least_squares_slopes():
     torch.testing.assert_close(effects["pixels"][1], change)
     with pytest.raises(ValueError, match="capsules must be"):
         dimension_effects(model, capsules, digits[:1], offsets)
+
+
+def test_confusion_matrix_counts_true_against_predicted():
+    from capsnotes.analysis import confusion_matrix
+
+    labels = torch.tensor([0, 0, 1, 2, 2, 2])
+    predictions = torch.tensor([0, 1, 1, 2, 0, 2])
+    matrix = confusion_matrix(predictions, labels, 3)
+    assert matrix.tolist() == [[1, 1, 0], [0, 1, 0], [1, 0, 2]]
+    assert matrix.sum() == 6 and matrix.trace() == 4
+    with pytest.raises(ValueError, match="predictions must have shape"):
+        confusion_matrix(predictions[:3], labels, 3)

@@ -1,14 +1,12 @@
-"""The book: paired sources in sync, table of contents, Colab links, the README's
-commands, and (slow) a full `jupyter-book build book` with warnings as errors."""
+"""The book: sources and notebooks in step, notebooks that read the same in Colab and
+install the commit that made their outputs, the table of contents, the README's commands,
+and (slow) a full `jupyter-book build book` from a fresh copy with warnings as errors."""
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import jupytext
 import nbformat
@@ -17,9 +15,15 @@ import yaml
 
 from tests.conftest import REPO
 
+sys.path.insert(0, str(REPO / "tools"))
+from colab import References, chapters, colab_cells, myst_left_in  # noqa: E402
+
 BOOK = REPO / "book"
 CONFIG = yaml.safe_load((REPO / "_config.yml").read_text())
 TOC = yaml.safe_load((REPO / "_toc.yml").read_text())
+#: Chapters that train a model and so ask Colab for a GPU.
+TRAINING_CHAPTERS = {"08_training"}
+COMMIT = re.compile(r'^COMMIT = "([0-9a-f]{40})"', re.M)
 
 
 def toc_files() -> list[str]:
@@ -29,8 +33,12 @@ def toc_files() -> list[str]:
     return files
 
 
-def chapter_sources() -> list[Path]:
+def chapter_sources() -> list:
     return sorted(p for p in BOOK.glob("*.md") if p.read_text().startswith("---\njupytext:"))
+
+
+def notebook(source):
+    return nbformat.read(source.with_suffix(".ipynb"), as_version=4)
 
 
 def test_every_toc_entry_exists_and_every_chapter_is_listed():
@@ -47,32 +55,81 @@ def test_book_toc_is_the_top_level_one():
 
 
 @pytest.mark.parametrize("source", chapter_sources(), ids=lambda p: p.stem)
-def test_notebook_pair_is_in_sync(source):
+def test_the_notebook_is_its_source_as_colab_reads_it(source):
+    """Same code cells, same metadata; markdown cells as tools/colab.py writes them."""
     paired = source.with_suffix(".ipynb")
     assert paired.is_file(), f"{paired.name} is missing: run python tools/refresh_notebooks.py"
-    text = jupytext.read(source)
-    notebook = nbformat.read(paired, as_version=4)
-    nbformat.validate(notebook)
+    committed = notebook(source)
+    nbformat.validate(committed)
+    book = chapters()
+    expected = colab_cells(jupytext.read(source).cells, book[source.stem], book, References())
 
-    def cells(nb):
-        return [(c.cell_type, c.source, sorted(c.metadata.get("tags", []))) for c in nb.cells]
+    def cells(cells):
+        return [
+            (c.cell_type, c.source, c.metadata.get("tags", []), c.metadata.get("mystnb"))
+            for c in cells
+        ]
 
-    assert cells(text) == cells(notebook), (
+    assert cells(expected) == cells(committed.cells), (
         f"{source.name} and {paired.name} differ: run python tools/refresh_notebooks.py "
         f"{source.stem[:2]}"
     )
-    assert notebook.metadata["accelerator"] == "GPU"  # Colab: ask for a GPU runtime
-    assert notebook.metadata["kernelspec"]["name"] == "python3"
+    assert committed.metadata["kernelspec"]["name"] == "python3"
 
 
 @pytest.mark.parametrize("source", chapter_sources(), ids=lambda p: p.stem)
-def test_notebooks_are_executed_and_install_capsnotes_only_on_colab(source):
-    notebook = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
-    code = [c for c in notebook.cells if c.cell_type == "code"]
+def test_no_myst_syntax_is_left_in_a_notebook(source):
+    """Colab renders Markdown, not MyST: no roles, directives, labels or targets."""
+    for cell in notebook(source).cells:
+        if cell.cell_type == "markdown":
+            assert myst_left_in(cell.source) == [], cell.source[:300]
+
+
+@pytest.mark.parametrize("source", chapter_sources(), ids=lambda p: p.stem)
+def test_every_figure_has_its_caption_as_text(source):
+    cells = notebook(source).cells
+    figures = [c for c in cells if c.metadata.get("mystnb", {}).get("figure", {}).get("caption")]
+    captions = [c for c in cells if c.cell_type == "markdown" and c.source.startswith("**Fig. ")]
+    assert len(figures) == len(captions)
+    for index, cell in enumerate(cells):
+        if cell in figures:
+            following = cells[index + 1]
+            assert following.cell_type == "markdown" and following.source.startswith("**Fig. ")
+
+
+@pytest.mark.parametrize("source", chapter_sources(), ids=lambda p: p.stem)
+def test_notebooks_are_executed_and_install_the_commit_of_their_outputs(source):
+    """The install cell pins the commit whose package made the outputs: that commit is
+    in the history, and the package has not changed since."""
+    committed = notebook(source)
+    code = [c for c in committed.cells if c.cell_type == "code"]
     assert all(c.execution_count is not None for c in code), "committed without outputs"
     first = code[0].source
     assert 'if "google.colab" in sys.modules:' in first and "pip" in first
-    assert "capsnotes @ git+" + CONFIG["repository"]["url"] in first
+    assert "capsnotes @ git+" + CONFIG["repository"]["url"] + "@{COMMIT}" in first
+    (commit,) = COMMIT.findall(first)
+    assert commit in source.read_text(), "the source and its notebook pin different commits"
+    history = subprocess.run(["git", "cat-file", "-t", commit], cwd=REPO, capture_output=True)
+    if history.returncode != 0:
+        pytest.skip(f"commit {commit[:12]} is not in this clone's history (a shallow clone?)")
+    changed = subprocess.run(
+        ["git", "diff", "--stat", commit, "--", "capsnotes", "pyproject.toml"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert not changed, (
+        f"the package changed since {commit[:12]}, which made {source.name}'s outputs: "
+        f"run python tools/refresh_notebooks.py {source.stem[:2]}\n{changed}"
+    )
+
+
+@pytest.mark.parametrize("source", chapter_sources(), ids=lambda p: p.stem)
+def test_only_the_chapters_that_train_ask_colab_for_a_gpu(source):
+    metadata = notebook(source).metadata
+    wants_gpu = metadata.get("accelerator") == "GPU"
+    assert wants_gpu == (source.stem in TRAINING_CHAPTERS)
 
 
 def test_colab_links_point_at_notebooks_in_the_repository():
@@ -101,26 +158,18 @@ def test_readme_starts_with_the_two_commands_and_ci_runs_the_test_one():
 
 
 @pytest.mark.slow
-def test_the_book_builds_without_warnings(tmp_path):
-    """`jupyter-book build book` from the repository root, warnings as errors, every
-    chapter executed, and every chapter page with its Colab button."""
-    jupyter_book = shutil.which("jupyter-book", path=str(Path(sys.executable).parent))
-    assert jupyter_book, "jupyter-book is not installed (pip install -e '.[book]')"
-    result = subprocess.run(
-        [jupyter_book, "build", "book", "-W", "-n", "--keep-going", "--path-output", str(tmp_path)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        env=dict(os.environ),
-        timeout=1800,
-    )
-    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
-    html = tmp_path / "_build" / "html"
+def test_the_book_builds_from_a_fresh_copy_without_warnings(built_book):
+    """Every chapter page, with its Colab button and its outputs; math served locally."""
     owner_repo = CONFIG["repository"]["url"].removeprefix("https://github.com/")
     for source in chapter_sources():
-        page = (html / f"{source.stem}.html").read_text()
+        page = (built_book / f"{source.stem}.html").read_text()
         link = f"colab.research.google.com/github/{owner_repo}/blob/main/book/{source.stem}.ipynb"
         assert link in page, f"{source.stem}.html has no Colab link to its notebook"
         assert "Traceback" not in page and "cell_output" in page, source.stem
-    figures = sum((html / f"{s.stem}.html").read_text().count("<figure") for s in chapter_sources())
+        assert 'src="_static/mathjax/tex-chtml.js"' in page and "cdn.jsdelivr" not in page
+        assert page.count("THEBE_JS_URL =") <= 1
+    figures = sum(
+        (built_book / f"{s.stem}.html").read_text().count("<figure") for s in chapter_sources()
+    )
     assert figures >= 15
+    assert (built_book / "_static" / "mathjax" / "tex-chtml.js").is_file()

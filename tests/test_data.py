@@ -155,3 +155,16 @@ def test_real_mnist_is_found(mnist_root):
         974,
         1009,
     ]
+
+
+def test_images_are_centred_on_a_larger_canvas():
+    from capsnotes.data import ImageSet
+
+    images = torch.arange(2 * 28 * 28, dtype=torch.int64).remainder(256).to(torch.uint8)
+    data = ImageSet(images.view(2, 1, 28, 28), torch.tensor([3, 4]), tuple("0123456789"))
+    padded = data.padded(40)
+    assert padded.images.shape == (2, 1, 40, 40) and padded.labels.tolist() == [3, 4]
+    assert torch.equal(padded.images[:, :, 6:34, 6:34], data.images)
+    assert padded.images.sum() == data.images.sum()
+    with pytest.raises(ValueError, match="cannot hold 28x28"):
+        data.padded(20)

@@ -1,8 +1,11 @@
 """Regenerate the committed notebooks (book/*.ipynb) from their MyST sources (book/*.md).
 
-Each chapter is converted with jupytext, executed top to bottom in book/ (as the book
-build and nbval run it) and written next to its source with its outputs, which nbval
-then compares against. Run from the repository root:
+Each chapter is read with jupytext, its Colab install cell pinned to the commit the
+outputs come from (the repository's HEAD; the package must have no uncommitted
+changes), executed top to bottom in book/ (as the book build and nbval run it), turned
+into plain Markdown where Colab cannot render MyST (tools/colab.py), and written next to
+its source with its outputs, which nbval then compares against. Run from the
+repository root:
 
     python tools/refresh_notebooks.py            # every chapter
     python tools/refresh_notebooks.py 03 08      # chapters whose file names start so
@@ -13,6 +16,8 @@ the machine you run this on: commit them from a CPU run (CI compares on a CPU).
 
 from __future__ import annotations
 
+import re
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -21,20 +26,55 @@ import jupytext
 import nbformat
 from nbclient import NotebookClient
 
-BOOK = Path(__file__).resolve().parents[1] / "book"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from colab import References, chapters, colab_cells  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+BOOK = REPO / "book"
+#: The install cell's pin: ``COMMIT = "<sha>"``, installed as ``capsnotes @ git+...@{COMMIT}``.
+PINNED = re.compile(r'^COMMIT = "[0-9a-f]*"', re.M)
+#: What the package's code is made of, for the check that it is committed.
+PACKAGE_PATHS = ("capsnotes", "pyproject.toml")
 
 
-def chapters(prefixes: list[str]) -> list[Path]:
-    sources = sorted(
-        path for path in BOOK.glob("*.md") if path.read_text().startswith("---\njupytext:")
-    )
+def sources(prefixes: list[str]) -> list[Path]:
+    found = sorted(p for p in BOOK.glob("*.md") if p.read_text().startswith("---\njupytext:"))
     if prefixes:
-        sources = [p for p in sources if any(p.name.startswith(x) for x in prefixes)]
-    return sources
+        found = [p for p in found if any(p.name.startswith(x) for x in prefixes)]
+    return found
 
 
-def refresh(source: Path) -> float:
+def package_commit() -> str:
+    """HEAD, after checking that the package has no uncommitted changes."""
+    changed = subprocess.run(
+        ["git", "status", "--porcelain", "--", *PACKAGE_PATHS],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    if changed.strip():
+        raise SystemExit(
+            "commit the package first: the notebooks pin the commit their outputs come from\n"
+            + changed
+        )
+    return subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def pin(source: Path, commit: str) -> None:
+    """Point the chapter's install cell at ``commit``."""
+    text = source.read_text()
+    if not PINNED.search(text):
+        raise SystemExit(f'{source.name} has no install cell with a line COMMIT = "..."')
+    source.write_text(PINNED.sub(f'COMMIT = "{commit}"', text, count=1))
+
+
+def refresh(source: Path, commit: str, book: dict, refs: References) -> float:
+    pin(source, commit)
     notebook = jupytext.read(source)
+    notebook.metadata.get("jupytext", {}).pop("formats", None)
     started = time.perf_counter()
     NotebookClient(
         notebook,
@@ -47,19 +87,22 @@ def refresh(source: Path) -> float:
     for cell in notebook.cells:  # keep the files stable between runs
         cell.metadata.pop("execution", None)
     notebook.metadata.pop("language_info", None)
+    notebook.cells = colab_cells(notebook.cells, book[source.stem], book, refs)
     nbformat.validate(notebook)
     jupytext.write(notebook, source.with_suffix(".ipynb"), fmt="ipynb")
     return seconds
 
 
 def main(argv: list[str]) -> int:
-    selected = chapters(argv)
+    selected = sources(argv)
     if not selected:
         print("no chapter matches", argv, file=sys.stderr)
         return 1
+    commit = package_commit()
+    book, refs = chapters(), References()
     for source in selected:
-        seconds = refresh(source)
-        print(f"{source.name}: executed in {seconds:.1f} s")
+        seconds = refresh(source, commit, book, refs)
+        print(f"{source.name}: executed in {seconds:.1f} s (capsnotes at {commit[:12]})")
     return 0
 
 

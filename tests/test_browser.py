@@ -1,0 +1,73 @@
+"""The built book in a real browser with no network: every page renders its math, loads
+its images, logs no error, and links only to files that exist; Colab links open
+notebooks that are in the repository."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import pytest
+
+from tests.browser import PageWatch, chromium, needs_chromium
+from tests.conftest import REPO
+
+pytestmark = [pytest.mark.slow, needs_chromium]
+
+#: The visible text of a page outside code blocks and rendered math.
+VISIBLE_TEXT = """() => {
+  const copy = document.body.cloneNode(true);
+  copy.querySelectorAll('pre, code, script, style, mjx-container, .MathJax').forEach(
+      e => e.remove());
+  return copy.innerText;
+}"""
+LINKS = "() => Array.from(document.querySelectorAll('a[href]'), a => a.getAttribute('href'))"
+BROKEN_IMAGES = """() => Array.from(document.images)
+  .filter(img => !img.complete || img.naturalWidth === 0).map(img => img.src)"""
+#: TeX that MathJax should have typeset: a command, display delimiters, inline delimiters.
+RAW_TEX = re.compile(r"\\[a-zA-Z]{2,}|\$\$|\\\(|\\\[")
+COLAB = re.compile(r"colab\.research\.google\.com/github/[^/]+/[^/]+/blob/[^/]+/(.+\.ipynb)")
+SCREENSHOTS = ("02_squash", "03_routing", "09_what_capsules_learned", "10_beyond_mnist")
+
+
+def test_every_page_reads_offline(built_book: Path, tmp_path: Path):
+    pages = sorted(built_book.glob("*.html"))
+    assert len(pages) >= 13
+    problems: dict[str, list[str]] = {}
+    with chromium() as browser:
+        watch = PageWatch(browser)
+        for path in pages:
+            watch.problems = []
+            page = watch.open(path.as_uri())
+            found = list(watch.problems)
+            text = page.evaluate(VISIBLE_TEXT)
+            found += [f"raw TeX: {m.group(0)!r}" for m in RAW_TEX.finditer(text)][:5]
+            if page.query_selector("mjx-merror"):
+                found.append("MathJax could not typeset an equation")
+            found += [f"image did not load: {src}" for src in page.evaluate(BROKEN_IMAGES)]
+            for href in page.evaluate(LINKS):
+                found += _link_problems(href, path, built_book)
+            if path.stem in SCREENSHOTS:
+                page.screenshot(path=str(tmp_path / f"{path.stem}.png"), full_page=False)
+            page.close()
+            if found:
+                problems[path.name] = found
+    assert problems == {}, "\n".join(f"{k}: {v}" for k, v in problems.items())
+    print(f"screenshots in {tmp_path}")
+
+
+def _link_problems(href: str, page: Path, root: Path) -> list[str]:
+    colab = COLAB.search(href)
+    if colab:
+        notebook = REPO / unquote(colab.group(1))
+        return [] if notebook.is_file() else [f"Colab link to a missing notebook: {href}"]
+    parsed = urlparse(href)
+    if parsed.scheme or href.startswith(("#", "mailto:", "//")):
+        return []
+    target = (page.parent / unquote(parsed.path)).resolve() if parsed.path else page
+    if not target.exists():
+        return [f"link to a missing file: {href}"]
+    if target.suffix == ".ipynb" and not (REPO / "book" / target.name).is_file():
+        return [f"download link to a notebook that is not in the repository: {href}"]
+    return []

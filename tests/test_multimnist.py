@@ -1,0 +1,54 @@
+"""MultiMNIST: pairs of different classes, overlaid; two reconstructions; the paper's
+way of counting errors; the one objective, reused."""
+
+import pytest
+import torch
+
+from capsnotes import CapsNetConfig, capsnet_loss
+from capsnotes.data import ImageSet
+from capsnotes.multimnist import PairedCapsNet, both_right, make_pairs, pair_loss
+
+SMALL = CapsNetConfig(image_size=36, conv_channels=8, primary_channels=2, decoder_hidden=(16, 16))
+
+
+def _digits(count: int = 40) -> ImageSet:
+    generator = torch.Generator().manual_seed(0)
+    images = torch.randint(0, 256, (count, 1, 28, 28), generator=generator, dtype=torch.uint8)
+    return ImageSet(images, torch.arange(count) % 10, tuple("0123456789"))
+
+
+def test_pairs_overlay_two_digits_of_different_classes():
+    pairs = make_pairs(_digits(), 64, seed=1)
+    assert pairs.images.shape == (64, 1, 36, 36) and pairs.parts.shape == (64, 2, 1, 36, 36)
+    assert (pairs.labels[:, 0] != pairs.labels[:, 1]).all()
+    assert torch.equal(pairs.images, pairs.parts.amax(dim=1))
+    again = make_pairs(_digits(), 64, seed=1)
+    assert torch.equal(again.images, pairs.images)
+    # every part is a whole digit: its ink is the original digit's ink
+    assert pairs.parts[:, 0].sum() > 0
+
+
+def test_the_paired_model_draws_each_label_and_trains_on_the_one_objective():
+    torch.manual_seed(0)
+    model = PairedCapsNet(SMALL)
+    pairs = make_pairs(_digits(), 4, seed=2)
+    images, parts, labels = next(pairs.batches(4))
+    out = model(images, labels)
+    assert out.reconstructions.shape == (4, 2, 1, 36, 36) and out.predictions.shape == (4, 2)
+    first = model.capsnet.decoder(out.capsules, labels[:, 0]).view(4, 1, 36, 36)
+    torch.testing.assert_close(out.reconstructions[:, 0], first)
+    loss = pair_loss(out, parts, labels)
+    presence = torch.zeros(4, 10)
+    presence[torch.arange(4)[:, None], labels] = 1
+    expected = capsnet_loss(out, parts, presence)
+    torch.testing.assert_close(loss.total, expected.total)
+    loss.total.backward()
+    assert model.capsnet.decoder.layers[0].weight.grad is not None
+    with pytest.raises(ValueError, match=r"labels must be \[batch, 2\]"):
+        model(images, labels[:, 0])
+
+
+def test_both_right_ignores_the_order():
+    predictions = torch.tensor([[3, 5], [5, 3], [1, 2]])
+    labels = torch.tensor([[5, 3], [5, 3], [1, 4]])
+    assert both_right(predictions, labels).tolist() == [True, True, False]
