@@ -5,6 +5,12 @@
 #   bash benchmarks/gpu_session.sh measure NAME   # GPU tests, a first comparison, 2 epochs
 #   bash benchmarks/gpu_session.sh ablation NAME  # the full comparison + one paper run
 #   bash benchmarks/gpu_session.sh seeds NAME     # the paper profile, seeds 0-2, seed 0 shipped
+#   bash benchmarks/gpu_session.sh campaign STAGE...  # python -m capsnotes campaign (the
+#                                                 # plan: python -m capsnotes campaign --help)
+#
+# The campaign needs MNIST and Fashion-MNIST in .gpu_data (gzipped, as below, for both
+# MNIST/raw and FashionMNIST/raw). Its runs stay on the machine (runs/campaign); its
+# records and any shipped weights come back through $OUT (at most 8 files a call).
 #
 # Needs MNIST under $CAPSNOTES_DATA (default: .gpu_data/ in the repository, carried to
 # the machine with the command). What should come back is copied to $OUT. To make
@@ -81,8 +87,19 @@ seeds)
     cp capsnotes/weights/mnist.safetensors capsnotes/weights/mnist.json "$out/"
     stamp done
     ;;
+campaign)
+    shift
+    timeout 120 python3 -m pytest -q -x -p no:cacheprovider tests/test_step.py 2>&1 | tail -3
+    stamp "campaign $*"
+    # end before the device tool's 10-minute limit, so that what finished comes back
+    timeout 540 python3 -m capsnotes campaign --device cuda --out runs/campaign/records \
+        --runs runs/campaign/runs --stages "$@" 2>&1 | tail -20
+    cp runs/campaign/records/*.json "$out/" 2>/dev/null
+    cp runs/campaign/records/weights/* "$out/" 2>/dev/null
+    stamp done
+    ;;
 *)
-    echo "unknown stage $stage (measure, ablation or seeds)" >&2
+    echo "unknown stage $stage (measure, ablation, seeds or campaign)" >&2
     exit 2
     ;;
 esac

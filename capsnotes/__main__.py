@@ -1,4 +1,4 @@
-"""Command line: ``python -m capsnotes {train,evaluate,affine,campaign,profiles} --help``."""
+"""Command line: ``python -m capsnotes {train,evaluate,affine,campaign,explorer,profiles}``."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from .config import PROFILES, TrainConfig, default_profile, profile
 from .data import load_dataset
 from .devices import resolve_device
 from .evaluation import evaluate
+from .explorer import write_explorer_data
 from .files import write_json
 from .model import CapsNetConfig
 from .pretrained import PRETRAINED, load_pretrained
@@ -202,6 +203,15 @@ def _parser() -> argparse.ArgumentParser:
     campaign.add_argument("--data-root", metavar="PATH", help="data folder")
     campaign.add_argument("--progress", action="store_true", help="show progress bars")
 
+    explorer = commands.add_parser(
+        "explorer",
+        help="write the data file of the book's capsule explorer",
+        description="Write capsnotes-explorer-data.js (the shipped model's decoder and a "
+        "few dozen test digits) into DIR; the book's build does this itself.",
+    )
+    explorer.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    explorer.add_argument("--data-root", metavar="PATH", help="data folder")
+
     commands.add_parser("profiles", help="print the predefined training profiles as JSON")
     return parser
 
@@ -326,6 +336,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _affine(args, argv)
         if args.command == "campaign":
             return _campaign(args, argv)
+        if args.command == "explorer":
+            path = write_explorer_data(args.out, data_root=args.data_root)
+            print(f"wrote {path} ({path.stat().st_size:,} bytes)")
+            return 0
         return _profiles()
     except (ValueError, TypeError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)

@@ -173,3 +173,73 @@ def test_the_book_builds_from_a_fresh_copy_without_warnings(built_book):
     )
     assert figures >= 15
     assert (built_book / "_static" / "mathjax" / "tex-chtml.js").is_file()
+
+
+def _displayed_code(stem: str) -> str:
+    """Everything the chapter's code cells displayed as text or markdown."""
+    shown = []
+    for cell in notebook(BOOK / f"{stem}.md").cells:
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            shown.append(data.get("text/markdown", "") + data.get("text/plain", ""))
+    return "\n".join(shown)
+
+
+@pytest.mark.parametrize(
+    ("stem", "wanted"),
+    [
+        ("01_why_capsules", ["def __init__(", "def forward(self, images"]),
+        ("07_decoder", ["def reconstruction_loss(", "def encode("]),
+        (
+            "08_training",
+            [
+                "def capsnet_loss(",
+                "def training_step(",
+                ".backward()",
+                "optimizer.step()",
+                "def build_run(",
+                "ExponentialLR",
+                "def train(",
+            ],
+        ),
+        ("11_performance", ["def __call__(self, images", "self._graph.replay()"]),
+    ],
+)
+def test_the_chapters_show_the_training_machine(stem, wanted):
+    shown = _displayed_code(stem)
+    for text in wanted:
+        assert text in shown, f"{stem} does not display {text!r}"
+
+
+@pytest.mark.parametrize("source", chapter_sources(), ids=lambda p: p.stem)
+def test_displayed_code_has_no_docstring_math(source):
+    assert ".. math::" not in _displayed_code(source.stem)
+
+
+LATER_MODULES = (
+    "run",
+    "step",
+    "train",
+    "kernels",
+    "tuning",
+    "graphs",
+    "config",
+    "evaluation",
+    "devices",
+    "campaign",
+    "explorer",
+    "affine",
+    "convnet",
+)
+
+
+@pytest.mark.parametrize("stem", ["06_margin_loss", "07_decoder"])
+def test_the_loss_chapters_use_nothing_from_later_chapters(stem):
+    """Chapters 6 and 7 come before training (8), the fast paths (11) and what they
+    build on; their code may not import from there."""
+    code = "\n".join(
+        c.source for c in jupytext.read(BOOK / f"{stem}.md").cells if c.cell_type == "code"
+    )
+    for module in LATER_MODULES:
+        assert f"capsnotes.{module}" not in code, f"{stem} imports capsnotes.{module}"
+    assert not re.search(r"from capsnotes import [^\n]*\b(train|evaluate|TrainConfig)\b", code)

@@ -71,3 +71,48 @@ def _link_problems(href: str, page: Path, root: Path) -> list[str]:
     if target.suffix == ".ipynb" and not (REPO / "book" / target.name).is_file():
         return [f"download link to a notebook that is not in the repository: {href}"]
     return []
+
+
+def test_the_capsule_explorer_decodes_like_pytorch(built_book: Path, tmp_path: Path):
+    """Chapter 9's explorer, opened from disk: the decoder in the page agrees with the
+    shipped model's PyTorch decoder, a slider redraws the reconstruction within 50 ms,
+    and the page's added files stay under 3 MB."""
+    import torch
+
+    from capsnotes import load_pretrained
+
+    added = [
+        built_book / "_static" / name
+        for name in ("capsnotes-explorer.js", "capsnotes-explorer-data.js")
+    ]
+    assert sum(path.stat().st_size for path in added) < 3_000_000
+    model, _ = load_pretrained("mnist")
+    generator = torch.Generator().manual_seed(0)
+    with chromium() as browser:
+        watch = PageWatch(browser)
+        page = watch.open((built_book / "09_what_capsules_learned.html").as_uri())
+        page.evaluate("() => capsnotesExplorer.ready.then(() => true)")
+        for trial in range(12):
+            digit = trial % 10
+            vector = (torch.rand(16, generator=generator) - 0.5) * (0.6 if trial < 6 else 2.0)
+            got = torch.tensor(
+                page.evaluate(
+                    "([d, v]) => capsnotesExplorer.decode(d, v)", [digit, vector.tolist()]
+                )
+            )
+            full = torch.zeros(1, 10, 16)
+            full[0, digit] = vector
+            with torch.no_grad():
+                want = model.decoder(full, torch.tensor([digit]))[0]
+            assert got.shape == (784,)
+            assert (got - want).abs().max() < 2e-3, (digit, (got - want).abs().max())
+        before = page.evaluate("() => document.querySelector('.cx-output').toDataURL()")
+        slider = page.locator(".cx-slider input").nth(7)
+        slider.evaluate("s => { s.value = s.max; s.dispatchEvent(new Event('input')); }")
+        after = page.evaluate("() => document.querySelector('.cx-output').toDataURL()")
+        assert after != before, "moving a slider did not redraw the reconstruction"
+        assert page.evaluate("() => capsnotesExplorer.state.lastMilliseconds") < 50
+        page.locator("select").first.select_option(index=5)
+        page.get_by_role("button", name="reset").click()
+        page.screenshot(path=str(tmp_path / "explorer.png"), full_page=False)
+        assert watch.problems == []

@@ -139,8 +139,21 @@ def _find(tree: ast.AST, names: list[str]) -> ast.AST:
     raise ValueError(f"{'.'.join(names)} not found")
 
 
+#: The HTML book's capsule explorer (chapter 9): a page element and its scripts, which
+#: Colab does not run.
+EXPLORER = re.compile(
+    r'^<div id="capsnotes-explorer">.*?capsnotes-explorer\.js"></script>', re.M | re.S
+)
+EXPLORER_NOTE = (
+    f"*The interactive explorer of this section runs in the [HTML book]({HOSTED}/"
+    "09_what_capsules_learned.html), in the browser; the cell below does the same with "
+    "ipywidgets.*"
+)
+
+
 def colab_markdown(text: str, chapter: Chapter, book: dict[str, Chapter], refs: References) -> str:
     """One markdown cell of ``chapter`` in plain Markdown."""
+    text = EXPLORER.sub(EXPLORER_NOTE, text)
     source = BOOK / f"{chapter.name}.md"
     labels = _equation_labels(source.read_text())
 

@@ -1,15 +1,25 @@
-"""A Sphinx extension for the book's HTML: every script tag once.
+"""A Sphinx extension for the book's HTML: every script tag once, and the data of chapter
+9's capsule explorer.
 
 sphinx-thebe 0.3 and sphinx-togglebutton register inline scripts (``const THEBE_JS_URL =
 ...``) both with Sphinx's registry and with the HTML builder, so Sphinx 7 puts them on
 every page twice (once with the file name None, once with ""), and the second copy
 fails in the browser with ``Identifier 'THEBE_JS_URL' has already been declared``. This
 extension drops repeated scripts from each page's context before the page is written.
+
+After a successful build it writes ``_static/capsnotes-explorer-data.js``: the shipped
+model's decoder and a few dozen test digits, exported by ``capsnotes.explorer`` (and
+kept in ``$CAPSNOTES_CACHE/explorer``, default ``~/.cache/capsnotes``, for the next
+build of the same weights).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+
+from capsnotes.explorer import write_explorer_data
+from capsnotes.notebook import cache_dir
 
 
 def unique_scripts(app: Any, pagename: str, templatename: str, context: dict, doctree: Any) -> None:
@@ -28,6 +38,13 @@ def unique_scripts(app: Any, pagename: str, templatename: str, context: dict, do
     context["script_files"] = unique
 
 
+def explorer_data(app: Any, exception: Exception | None) -> None:
+    if exception is not None or app.builder.format != "html":
+        return
+    write_explorer_data(Path(app.outdir) / "_static", cache=cache_dir() / "explorer")
+
+
 def setup(app: Any) -> dict[str, Any]:
     app.connect("html-page-context", unique_scripts, priority=900)
+    app.connect("build-finished", explorer_data)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1"}
