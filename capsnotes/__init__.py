@@ -4,7 +4,7 @@ The public API the book and the tests use::
 
     squash, dynamic_routing, margin_loss, reconstruction_loss, capsnet_loss,
     CapsNet, CapsNetConfig, CapsNetOutput, PrimaryCapsules, DigitCapsules, Decoder,
-    TrainConfig, train, evaluate,
+    TrainConfig, evaluate (training itself: capsnotes.train.train),
     load_pretrained (the book's trained models, shipped with the package)
 """
 
@@ -18,7 +18,6 @@ from .pretrained import load_pretrained
 from .primary_capsules import PrimaryCapsules
 from .routing import DynamicRouting, dynamic_routing
 from .squash import Squash, squash
-from .train import train
 from .version import __version__
 
 __all__ = [
@@ -40,5 +39,4 @@ __all__ = [
     "mask_capsules",
     "reconstruction_loss",
     "squash",
-    "train",
 ]

@@ -18,9 +18,18 @@ from typing import Any
 __all__ = ["atomic_write_bytes", "file_sha256", "write_json"]
 
 
+def _default_mode() -> int:
+    """The permissions ``open()`` would give a new file: 0o666 less the umask."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same folder and a
-    rename; on any error the temporary file is removed and ``path`` is untouched."""
+    rename; on any error the temporary file is removed and ``path`` is untouched. The
+    file gets the permissions a plain ``open()`` would give it (a web server or a wheel
+    can read it), not the owner-only ones of a temporary file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -29,6 +38,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
             out.write(data)
             out.flush()
             os.fsync(out.fileno())
+        os.chmod(temporary, _default_mode())
         os.replace(temporary, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

@@ -102,3 +102,14 @@ def test_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path, monke
         atomic_write_bytes(path, b"new contents")
     assert path.read_bytes() == b"old"
     assert [p.name for p in tmp_path.iterdir()] == ["file.bin"]
+
+
+def test_atomic_writes_are_readable_like_plain_files(tmp_path):
+    import os
+    import stat
+
+    atomic_write_bytes(tmp_path / "new.bin", b"data")
+    plain = tmp_path / "plain.bin"
+    plain.write_bytes(b"data")
+    mode = stat.S_IMODE(os.stat(tmp_path / "new.bin").st_mode)
+    assert mode == stat.S_IMODE(os.stat(plain).st_mode)

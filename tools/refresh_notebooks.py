@@ -9,6 +9,10 @@ repository root:
 
     python tools/refresh_notebooks.py            # every chapter
     python tools/refresh_notebooks.py 03 08      # chapters whose file names start so
+    python tools/refresh_notebooks.py --text 09  # prose changed only: keep the outputs
+
+``--text`` rewrites the markdown of a notebook whose code cells are exactly those of its
+source, keeping its outputs and its pin; it refuses when any code cell differs.
 
 Set CAPSNOTES_DATA if MNIST is not in the default data folder. The outputs are those of
 the machine you run this on: commit them from a CPU run (CI compares on a CPU).
@@ -93,11 +97,36 @@ def refresh(source: Path, commit: str, book: dict, refs: References) -> float:
     return seconds
 
 
+def refresh_text(source: Path, book: dict, refs: References) -> None:
+    """New markdown from the source, the committed outputs kept (code cells unchanged)."""
+    committed = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
+    fresh = jupytext.read(source)
+    code = [c for c in fresh.cells if c.cell_type == "code"]
+    kept = [c for c in committed.cells if c.cell_type == "code"]
+    if [(c.source, c.metadata) for c in code] != [(c.source, c.metadata) for c in kept]:
+        raise SystemExit(f"{source.name}: code cells changed; refresh it without --text")
+    outputs = iter(kept)
+    cells = []
+    for cell in fresh.cells:
+        cells.append(next(outputs) if cell.cell_type == "code" else cell)
+    committed.cells = colab_cells(cells, book[source.stem], book, refs)
+    nbformat.validate(committed)
+    jupytext.write(committed, source.with_suffix(".ipynb"), fmt="ipynb")
+
+
 def main(argv: list[str]) -> int:
+    text_only = "--text" in argv
+    argv = [a for a in argv if a != "--text"]
     selected = sources(argv)
     if not selected:
         print("no chapter matches", argv, file=sys.stderr)
         return 1
+    if text_only:
+        book, refs = chapters(), References()
+        for source in selected:
+            refresh_text(source, book, refs)
+            print(f"{source.name}: markdown refreshed, outputs kept")
+        return 0
     commit = package_commit()
     book, refs = chapters(), References()
     for source in selected:

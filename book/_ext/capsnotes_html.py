@@ -7,19 +7,24 @@ every page twice (once with the file name None, once with ""), and the second co
 fails in the browser with ``Identifier 'THEBE_JS_URL' has already been declared``. This
 extension drops repeated scripts from each page's context before the page is written.
 
-After a successful build it writes ``_static/capsnotes-explorer-data.js``: the shipped
-model's decoder and a few dozen test digits, exported by ``capsnotes.explorer`` (and
-kept in ``$CAPSNOTES_CACHE/explorer``, default ``~/.cache/capsnotes``, for the next
-build of the same weights).
+After a successful build it puts chapter 9's capsule explorer into ``_static``: the page
+script ``capsnotes-explorer.js`` (beside this file: in the book's ``_static`` folder Jupyter
+Book would load it on every page) and ``capsnotes-explorer-data.js``, the shipped model's
+decoder and a few dozen test digits, exported by ``capsnotes.explorer`` (and kept in
+``$CAPSNOTES_CACHE/explorer``, default ``~/.cache/capsnotes``, for the next build of the
+same weights).
 """
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
 from capsnotes.explorer import write_explorer_data
 from capsnotes.notebook import cache_dir
+
+EXPLORER_SCRIPT = "capsnotes-explorer.js"
 
 
 def unique_scripts(app: Any, pagename: str, templatename: str, context: dict, doctree: Any) -> None:
@@ -41,7 +46,9 @@ def unique_scripts(app: Any, pagename: str, templatename: str, context: dict, do
 def explorer_data(app: Any, exception: Exception | None) -> None:
     if exception is not None or app.builder.format != "html":
         return
-    write_explorer_data(Path(app.outdir) / "_static", cache=cache_dir() / "explorer")
+    static = Path(app.outdir) / "_static"
+    shutil.copyfile(Path(__file__).with_name(EXPLORER_SCRIPT), static / EXPLORER_SCRIPT)
+    write_explorer_data(static, cache=cache_dir() / "explorer")
 
 
 def setup(app: Any) -> dict[str, Any]:

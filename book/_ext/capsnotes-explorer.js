@@ -1,6 +1,7 @@
 // The capsule explorer of chapter 9: the shipped CapsNet's decoder, run in the browser.
 // Its data (weights and test digits) is written by capsnotes.explorer into
-// _static/capsnotes-explorer-data.js while the book builds. No network, no server.
+// _static/capsnotes-explorer-data.js while the book builds, and book/_ext/capsnotes_html.py
+// copies this script beside it. No network, no server.
 (function () {
   "use strict";
   const DATA = window.CAPSNOTES_EXPLORER_DATA;
@@ -138,13 +139,13 @@
 
     const views = element("div", { class: "cx-views" }, root);
     const inputBox = element("figure", {}, views);
-    const input = element("canvas", { width: 140, height: 140, class: "cx-input" }, inputBox);
+    const input = element("canvas", { width: 112, height: 112, class: "cx-input" }, inputBox);
     element("figcaption", { text: "input" }, inputBox);
     const barsBox = element("figure", {}, views);
-    const bars = element("canvas", { width: 220, height: 140, class: "cx-bars" }, barsBox);
+    const bars = element("canvas", { width: 200, height: 112, class: "cx-bars" }, barsBox);
     element("figcaption", { text: "capsule lengths (chosen class in colour)" }, barsBox);
     const outputBox = element("figure", {}, views);
-    const output = element("canvas", { width: 196, height: 196, class: "cx-output" }, outputBox);
+    const output = element("canvas", { width: 168, height: 168, class: "cx-output" }, outputBox);
     const caption = element("figcaption", {}, outputBox);
 
     const sliders = element("div", { class: "cx-sliders" }, root);
