@@ -74,7 +74,7 @@ def test_a_run_from_the_command_line_records_how_it_was_made(tmp_path, mnist_roo
     2,000 test digits within 150 s on a 2-core CPU — is asserted where the book trains
     it, in chapter 8, which nbval runs.)"""
     out = tmp_path / "short"
-    options = ("--epochs", "1", "--train-size", "320", "--test-size", "2000")
+    options = ("--epochs", "2", "--train-size", "640", "--test-size", "2000")
     result = run(
         "train",
         "--profile",
@@ -90,12 +90,12 @@ def test_a_run_from_the_command_line_records_how_it_was_made(tmp_path, mnist_roo
     assert result.returncode == 0, result.stderr
     history = json.loads((out / "history.json").read_text())
     assert history["train_config"]["test_size"] == 2000
-    assert 0.3 <= history["epochs"][-1]["test_accuracy"] <= 1.0
+    assert 0.5 <= history["epochs"][-1]["test_accuracy"] <= 1.0
     assert history["provenance"] == {
         "command": f"python -m capsnotes train --profile quick --out {out} --device cpu "
         "--no-progress " + " ".join(options),
         "profile": "quick",
-        "overrides": {"epochs": 1, "train_size": 320, "test_size": 2000},
+        "overrides": {"epochs": 2, "train_size": 640, "test_size": 2000},
         "fast_paths": True,
     }
     scored = run(
@@ -110,7 +110,7 @@ def test_a_run_from_the_command_line_records_how_it_was_made(tmp_path, mnist_roo
     )
     assert scored.returncode == 0, scored.stderr
     scores = json.loads(scored.stdout)
-    assert scores["count"] == 500 and 0.3 <= scores["accuracy"] <= 1.0
+    assert scores["count"] == 500 and 0.5 <= scores["accuracy"] <= 1.0
 
 
 @pytest.mark.slow
