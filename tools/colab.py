@@ -203,10 +203,12 @@ def colab_cells(cells: list, chapter: Chapter, book: dict[str, Chapter], refs: R
                 cell.source = caption + "\n\n" + cell.source
                 caption = None
             continue
+        if caption is not None:
+            raise ValueError(
+                f"{chapter.name}: a figure must be followed by text, cell {index} is code"
+            )
         text = cell.metadata.get("mystnb", {}).get("figure", {}).get("caption")
         if text is not None:
-            if caption is not None:
-                raise ValueError(f"{chapter.name}: figure before cell {index} has no text after it")
             figure += 1
             text = colab_markdown(" ".join(text.split()), chapter, book, refs)
             caption = f"**Fig. {chapter.number}.{figure}** {text}"
