@@ -166,7 +166,8 @@ def test_the_book_builds_from_a_fresh_copy_without_warnings(built_book):
         link = f"colab.research.google.com/github/{owner_repo}/blob/main/book/{source.stem}.ipynb"
         assert link in page, f"{source.stem}.html has no Colab link to its notebook"
         assert "Traceback" not in page and "cell_output" in page, source.stem
-        assert 'src="_static/mathjax/tex-chtml.js"' in page and "cdn.jsdelivr" not in page
+        assert "cdn.jsdelivr" not in page and "cdnjs.cloudflare" not in page
+        assert "mathjax" not in page.lower() or 'src="_static/mathjax/tex-chtml.js"' in page
         assert page.count("THEBE_JS_URL =") <= 1
     figures = sum(
         (built_book / f"{s.stem}.html").read_text().count("<figure") for s in chapter_sources()

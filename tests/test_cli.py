@@ -74,7 +74,7 @@ def test_a_run_from_the_command_line_records_how_it_was_made(tmp_path, mnist_roo
     2,000 test digits within 150 s on a 2-core CPU — is asserted where the book trains
     it, in chapter 8, which nbval runs.)"""
     out = tmp_path / "short"
-    options = ("--epochs", "2", "--train-size", "640", "--test-size", "2000")
+    options = ("--epochs", "2", "--train-size", "640", "--test-size", "500")
     result = run(
         "train",
         "--profile",
@@ -89,13 +89,13 @@ def test_a_run_from_the_command_line_records_how_it_was_made(tmp_path, mnist_roo
     )
     assert result.returncode == 0, result.stderr
     history = json.loads((out / "history.json").read_text())
-    assert history["train_config"]["test_size"] == 2000
+    assert history["train_config"]["test_size"] == 500
     assert 0.5 <= history["epochs"][-1]["test_accuracy"] <= 1.0
     assert history["provenance"] == {
         "command": f"python -m capsnotes train --profile quick --out {out} --device cpu "
         "--no-progress " + " ".join(options),
         "profile": "quick",
-        "overrides": {"epochs": 2, "train_size": 640, "test_size": 2000},
+        "overrides": {"epochs": 2, "train_size": 640, "test_size": 500},
         "fast_paths": True,
     }
     scored = run(

@@ -39,7 +39,7 @@ def test_chapters_run_outside_the_repository(tmp_path: Path, mnist_root: Path):
         (commit,) = COMMIT.findall(install.source)
         if commit not in commits:
             # what the install cell runs on Colab, with the repository's URL made local
-            url = f"capsnotes @ git+file://{clone}@{commit}"
+            url = f"capsnotes @ git+file://localhost{clone}@{commit}"
             subprocess.run(
                 [
                     sys.executable,

@@ -91,6 +91,7 @@ def refresh(source: Path, commit: str, book: dict, refs: References) -> float:
     for cell in notebook.cells:  # keep the files stable between runs
         cell.metadata.pop("execution", None)
     notebook.metadata.pop("language_info", None)
+    notebook.metadata.pop("widgets", None)  # live widgets need a kernel, not saved state
     notebook.cells = colab_cells(notebook.cells, book[source.stem], book, refs)
     nbformat.validate(notebook)
     jupytext.write(notebook, source.with_suffix(".ipynb"), fmt="ipynb")
