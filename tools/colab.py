@@ -180,10 +180,11 @@ def colab_markdown(text: str, chapter: Chapter, book: dict[str, Chapter], refs: 
         raise ValueError(f"{source.name}: no Colab form for the role {{{kind}}}")
 
     def equation(match: re.Match) -> str:
-        return f"\\tag{{{chapter.number}.{labels.index(match['label']) + 1}}}\n$$"
+        number = f"{chapter.number}.{labels.index(match['label']) + 1}"
+        return f"{match['indent']}\\tag{{{number}}}\n{match['indent']}$$"
 
     text = DIRECTIVE.sub(directive, text)
-    text = re.sub(r"\n?\$\$\s*\((?P<label>[\w-]+)\)", lambda m: "\n" + equation(m), text)
+    text = re.sub(r"^(?P<indent>[ \t]*)\$\$\s*\((?P<label>[\w-]+)\)", equation, text, flags=re.M)
     return ROLE.sub(role, text)
 
 

@@ -20,6 +20,7 @@ the machine you run this on: commit them from a CPU run (CI compares on a CPU).
 
 from __future__ import annotations
 
+import hashlib
 import re
 import subprocess
 import sys
@@ -75,6 +76,14 @@ def pin(source: Path, commit: str) -> None:
     source.write_text(PINNED.sub(f'COMMIT = "{commit}"', text, count=1))
 
 
+def stable_ids(cells: list, source: Path) -> list:
+    """Cell ids derived from the chapter and the cell's place (jupytext draws random ones),
+    so that refreshing an unchanged chapter leaves its notebook unchanged."""
+    for index, cell in enumerate(cells):
+        cell.id = hashlib.sha1(f"{source.stem}:{index}".encode()).hexdigest()[:8]
+    return cells
+
+
 def refresh(source: Path, commit: str, book: dict, refs: References) -> float:
     pin(source, commit)
     notebook = jupytext.read(source)
@@ -92,7 +101,7 @@ def refresh(source: Path, commit: str, book: dict, refs: References) -> float:
         cell.metadata.pop("execution", None)
     notebook.metadata.pop("language_info", None)
     notebook.metadata.pop("widgets", None)  # live widgets need a kernel, not saved state
-    notebook.cells = colab_cells(notebook.cells, book[source.stem], book, refs)
+    notebook.cells = stable_ids(colab_cells(notebook.cells, book[source.stem], book, refs), source)
     nbformat.validate(notebook)
     jupytext.write(notebook, source.with_suffix(".ipynb"), fmt="ipynb")
     return seconds
@@ -110,7 +119,7 @@ def refresh_text(source: Path, book: dict, refs: References) -> None:
     cells = []
     for cell in fresh.cells:
         cells.append(next(outputs) if cell.cell_type == "code" else cell)
-    committed.cells = colab_cells(cells, book[source.stem], book, refs)
+    committed.cells = stable_ids(colab_cells(cells, book[source.stem], book, refs), source)
     nbformat.validate(committed)
     jupytext.write(committed, source.with_suffix(".ipynb"), fmt="ipynb")
 
