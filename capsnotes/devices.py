@@ -49,7 +49,8 @@ def device_name(device: torch.device | str) -> str:
             if line.startswith("model name"):
                 model = line.split(":", 1)[1].strip()
                 break
-    return f"CPU: {model}, {torch.get_num_threads()} threads"
+    threads = torch.get_num_threads()
+    return f"CPU: {model}, {threads} thread{'s' if threads != 1 else ''}"
 
 
 def bf16_is_native(capability: tuple[int, int]) -> bool:

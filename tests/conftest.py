@@ -14,6 +14,13 @@ from capsnotes.data import data_root
 
 REPO = Path(__file__).resolve().parents[1]
 
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # pytest runs on two workers (pyproject.toml's addopts), each given one thread, and so
+    # are the notebook kernels and command lines they start: two processes of two threads
+    # each on a 2-core machine wait on each other's threads and run several times slower.
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
+
 
 def write_idx(path: Path, array: torch.Tensor, compress: bool = False) -> None:
     """Write a uint8 tensor as an IDX file (the MNIST format: magic, sizes, bytes)."""

@@ -43,7 +43,15 @@ def test_the_cpu_trains_in_float32():
 def test_devices_are_resolved_and_described():
     assert resolve_device("cpu") == torch.device("cpu")
     assert resolve_device(None).type in ("cpu", "cuda")
-    assert device_name("cpu").startswith("CPU: ") and "threads" in device_name("cpu")
+    assert device_name("cpu").startswith("CPU: ")
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert device_name("cpu").endswith(", 1 thread")
+        torch.set_num_threads(2)
+        assert device_name("cpu").endswith(", 2 threads")
+    finally:
+        torch.set_num_threads(threads)
     with pytest.raises(ValueError, match="device must be"):
         resolve_device("tpu")
     if not torch.cuda.is_available():
