@@ -157,7 +157,7 @@ CPU_CNN = ConvNetConfig(channels=(32, 64, 64), pool_after=(1, 2))
 
 PROFILES: dict[str, TrainConfig] = {
     "quick": TrainConfig(
-        epochs=3, batch_size=32, train_size=2560, test_size=2000, max_shift=0, lr_decay=0.9
+        epochs=2, batch_size=32, train_size=2560, test_size=2000, max_shift=0, lr_decay=0.9
     ),
     "paper": TrainConfig(epochs=100, batch_size=128, max_shift=2, lr_decay=0.955),
     "cnn": TrainConfig(

@@ -71,7 +71,7 @@ def test_bad_arguments_are_reported(tmp_path, mnist_root):
 def test_a_run_from_the_command_line_records_how_it_was_made(tmp_path, mnist_root):
     """A short real run through the command line: its files, its exact command, and the
     evaluate command on its checkpoint. (The `quick` profile's own bar — at least 92% on
-    2,000 test digits within 150 s on a 2-core CPU — is asserted where the book trains
+    2,000 test digits within 300 core-seconds on a CPU — is asserted where the book trains
     it, in chapter 8, which nbval runs.)"""
     out = tmp_path / "short"
     options = ("--epochs", "2", "--train-size", "640", "--test-size", "500")
