@@ -76,12 +76,15 @@ def pin(source: Path, commit: str) -> None:
     source.write_text(PINNED.sub(f'COMMIT = "{commit}"', text, count=1))
 
 
-def stable_ids(cells: list, source: Path) -> list:
-    """Cell ids derived from the chapter and the cell's place (jupytext draws random ones),
-    so that refreshing an unchanged chapter leaves its notebook unchanged."""
-    for index, cell in enumerate(cells):
+def write_notebook(notebook, cells: list, source: Path, book: dict, refs: References) -> None:
+    """Write ``notebook`` with ``cells`` (the source's, executed) beside ``source``, as
+    Colab reads it. Cell ids are derived from the chapter and the cell's place (jupytext
+    draws random ones), so that refreshing an unchanged chapter changes nothing."""
+    notebook.cells = colab_cells(cells, book[source.stem], book, refs)
+    for index, cell in enumerate(notebook.cells):
         cell.id = hashlib.sha1(f"{source.stem}:{index}".encode()).hexdigest()[:8]
-    return cells
+    nbformat.validate(notebook)
+    jupytext.write(notebook, source.with_suffix(".ipynb"), fmt="ipynb")
 
 
 def refresh(source: Path, commit: str, book: dict, refs: References) -> float:
@@ -101,9 +104,7 @@ def refresh(source: Path, commit: str, book: dict, refs: References) -> float:
         cell.metadata.pop("execution", None)
     notebook.metadata.pop("language_info", None)
     notebook.metadata.pop("widgets", None)  # live widgets need a kernel, not saved state
-    notebook.cells = stable_ids(colab_cells(notebook.cells, book[source.stem], book, refs), source)
-    nbformat.validate(notebook)
-    jupytext.write(notebook, source.with_suffix(".ipynb"), fmt="ipynb")
+    write_notebook(notebook, notebook.cells, source, book, refs)
     return seconds
 
 
@@ -119,9 +120,7 @@ def refresh_text(source: Path, book: dict, refs: References) -> None:
     cells = []
     for cell in fresh.cells:
         cells.append(next(outputs) if cell.cell_type == "code" else cell)
-    committed.cells = stable_ids(colab_cells(cells, book[source.stem], book, refs), source)
-    nbformat.validate(committed)
-    jupytext.write(committed, source.with_suffix(".ipynb"), fmt="ipynb")
+    write_notebook(committed, cells, source, book, refs)
 
 
 def main(argv: list[str]) -> int:
@@ -131,14 +130,13 @@ def main(argv: list[str]) -> int:
     if not selected:
         print("no chapter matches", argv, file=sys.stderr)
         return 1
+    book, refs = chapters(), References()
     if text_only:
-        book, refs = chapters(), References()
         for source in selected:
             refresh_text(source, book, refs)
             print(f"{source.name}: markdown refreshed, outputs kept")
         return 0
     commit = package_commit()
-    book, refs = chapters(), References()
     for source in selected:
         seconds = refresh(source, commit, book, refs)
         print(f"{source.name}: executed in {seconds:.1f} s (capsnotes at {commit[:12]})")
