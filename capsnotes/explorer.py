@@ -29,6 +29,7 @@ from torch import Tensor, nn
 
 from .analysis import PROPERTIES, dimension_effects
 from .data import ImageSet, load_dataset
+from .evaluation import evaluate
 from .files import atomic_write_bytes
 from .model import CapsNet
 from .pretrained import load_pretrained
@@ -104,20 +105,15 @@ def _choose_digits(
     """The first ``per_class`` correctly read test digits of each class and the first
     ``wrong`` misread ones (in test-set order), with the predictions and capsules of the
     first ``scanned`` test digits."""
+    first = ImageSet(data.images[:scanned], data.labels[:scanned], data.classes)
+    scores = evaluate(model, first, return_outputs=True)
+    predictions, labels = scores["predictions"], first.labels
     found: list[int] = []
-    predictions, capsules = [], []
-    with torch.no_grad():
-        for start in range(0, min(scanned, len(data)), 500):
-            caps = model.encode(data.floats(slice(start, start + 500)))
-            capsules.append(caps)
-            predictions.append(caps.norm(dim=-1).argmax(dim=1))
-    predictions_all, capsules_all = torch.cat(predictions), torch.cat(capsules)
-    labels = data.labels[: len(predictions_all)]
     for digit in range(model.config.num_classes):
-        right = ((labels == digit) & (predictions_all == labels)).nonzero().flatten()
+        right = ((labels == digit) & (predictions == labels)).nonzero().flatten()
         found += right[:per_class].tolist()
-    found += (predictions_all != labels).nonzero().flatten()[:wrong].tolist()
-    return found, predictions_all, capsules_all
+    found += (predictions != labels).nonzero().flatten()[:wrong].tolist()
+    return found, predictions, scores["capsules"]
 
 
 def _dimension_labels(
@@ -152,18 +148,23 @@ def explorer_payload(
     model: CapsNet | None = None,
     data: ImageSet | None = None,
     *,
+    history: dict[str, Any] | None = None,
     per_class: int = 3,
     wrong: int = 6,
     data_root: str | Path | None = None,
 ) -> dict[str, Any]:
     """Everything the page needs, JSON-ready: the decoder's weights, the chosen test
     digits (image, label, prediction, all ten capsules) and the measured dimension
-    labels. Defaults: the shipped ``mnist`` model and the MNIST test set."""
+    labels. Defaults: the shipped ``mnist`` model and the MNIST test set. ``history``, the
+    record :func:`~capsnotes.load_pretrained` returned with ``model``, names its weights
+    in the file."""
     if model is None:
         model, history = load_pretrained("mnist")
-        source = {"pretrained": "mnist", "sha256": history["shipped"]["sha256"]}
+    if history is None:
+        source: dict[str, Any] = {"pretrained": None}
     else:
-        source = {"pretrained": None}
+        shipped = history["shipped"]
+        source = {"pretrained": shipped["name"], "sha256": shipped["sha256"]}
     model = model.cpu().eval()
     data = load_dataset("mnist", train=False, root=data_root) if data is None else data
     chosen, predictions, capsules = _choose_digits(model, data, per_class, wrong)
@@ -227,13 +228,13 @@ def write_explorer_data(
     """Write ``folder/capsnotes-explorer-data.js`` for the shipped model. With ``cache``
     (a folder), reuse a file made earlier for the same weights and capsnotes version."""
     target = Path(folder) / DATA_FILE
-    _, history = load_pretrained("mnist")
+    model, history = load_pretrained("mnist")
     key = hashlib.sha256(f"{history['shipped']['sha256']}|{__version__}".encode()).hexdigest()[:16]
     cached = Path(cache) / f"explorer-{key}.js" if cache is not None else None
     if cached is not None and cached.is_file():
         atomic_write_bytes(target, cached.read_bytes())
         return target
-    payload = explorer_payload(data_root=data_root)
+    payload = explorer_payload(model, history=history, data_root=data_root)
     text = f"window.CAPSNOTES_EXPLORER_DATA = {to_javascript(payload)};\n"
     atomic_write_bytes(target, text.encode("utf-8"))
     if cached is not None:
