@@ -27,9 +27,10 @@ import torch
 from capsnotes import CapsNet, TrainConfig
 from capsnotes.allocator import allocator_setting
 from capsnotes.data import batches, data_root, load_dataset
-from capsnotes.devices import autocast_dtype, autocast_for, device_name, resolve_device
+from capsnotes.devices import device_name, resolve_device
 from capsnotes.flops import training_flops_per_image
 from capsnotes.run import build_run
+from capsnotes.step import TrainingStep
 
 #: timeline segment → the part of the model it is charged to
 PARTS = {
@@ -84,28 +85,32 @@ def instrument(model: CapsNet, timeline: Timeline) -> None:
 def breakdown(device: torch.device, batch_size: int, repeats: int, root=None) -> dict:
     data = load_dataset("mnist", train=True, root=root, download=False).to(device)
     config = TrainConfig(batch_size=batch_size)
-    # The trainer's model, implementations and optimizer; the step is taken apart below.
+    # The trainer's run (model, implementations, precision, optimizer) and its very step,
+    # :func:`capsnotes.step.training_step`, with stamps where the loss is computed and
+    # where the optimizer starts; only the CUDA graph is left out, since its replay
+    # cannot be divided.
     sample = next(batches(data, batch_size)) if device.type == "cpu" else None
     run = build_run(config, device, sample=sample, graphed=False)
-    model, optimizer = run.model, run.optimizer
-    generator = torch.Generator(device=device).manual_seed(0)
-    precision = autocast_dtype(device, config.mixed_precision)  # as the trainer
+    trainer_step = run.step
     timeline = Timeline(device)
-    instrument(model, timeline)
+    instrument(run.model, timeline)
+
+    def stamped_objective(output, images, labels):  # noqa: ANN001, ANN202
+        timeline.stamp("losses")
+        return config.loss(output, images, labels)
+
+    run.optimizer.register_step_pre_hook(lambda *_: timeline.stamp("optimizer"))
+    measured = TrainingStep(
+        run.model, run.optimizer, stamped_objective, trainer_step.precision, run.average
+    )
+    generator = torch.Generator(device=device).manual_seed(0)
 
     def step() -> None:
         timeline.stamp("data")
         images, labels = next(
             batches(data, batch_size, shuffle=True, max_shift=2, generator=generator)
         )
-        with autocast_for(device, precision):
-            out = model(images, labels)
-        timeline.stamp("losses")
-        loss = config.loss(out, images, labels).total
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        timeline.stamp("optimizer")
-        optimizer.step()
+        measured(images, labels)
         timeline.stamp("end")
 
     def timed(instrumented: bool) -> float:
@@ -137,6 +142,8 @@ def breakdown(device: torch.device, batch_size: int, repeats: int, root=None) ->
         "torch": torch.__version__,
         "allocator": allocator_setting(),
         "batch_size": batch_size,
+        "precision": run.details["precision"],
+        "convolution": run.details.get("convolution"),
         "step_seconds": plain,
         "instrumented_step_seconds": statistics.median(steps),
         "parts_seconds": {part: statistics.median(v) for part, v in per_part.items()},

@@ -129,6 +129,7 @@ def capsnotes_stepper(
     channels_last: bool = False,
     fast_routing: bool = True,
     convolutions: str = "trainer",
+    precision: str = "trainer",
     fused_adam: bool = True,
     cudnn_autotune: bool = False,
     graphed: bool = True,
@@ -139,7 +140,9 @@ def capsnotes_stepper(
     :func:`capsnotes.run.build_run`, one training step at a time. The keywords switch one
     technique on or off for the ablation rows (those named for CUDA do nothing on a CPU):
     bf16 autocast, the fused routing backward, on a CPU ``convolutions`` ``"native"`` or
-    ``"matmul"`` instead of the trainer's timed choice (``"trainer"``), fused Adam and the
+    ``"matmul"`` and ``precision`` ``"float32"`` or ``"bfloat16"`` instead of the
+    trainer's timed choice (``"trainer"``; with ``convolutions`` given and ``precision``
+    not, float32), fused Adam and the
     CUDA graph, which the trainer uses; channels-last parameters and cuDNN's autotuning,
     which it does not. ``compiled`` runs the model through ``torch.compile`` (with the
     reference routing, which the compiler fuses itself). The trainer's choice of
@@ -150,6 +153,8 @@ def capsnotes_stepper(
     implementation = {"routing": "fused" if fast_routing and not compiled else "reference"}
     if not on_gpu and convolutions != "trainer":
         implementation["convolution"] = convolutions
+    if not on_gpu and precision != "trainer":
+        implementation["precision"] = precision
     sample = next(batches(data, batch_size)) if not on_gpu and convolutions == "trainer" else None
     graphed = graphed and on_gpu
     run = build_run(
@@ -162,8 +167,10 @@ def capsnotes_stepper(
     )
     if notes is not None and not on_gpu:
         notes["convolution"] = run.model.implementation["convolution"]
-        if "step_seconds" in run.details:
-            notes["step_seconds"] = run.details["step_seconds"]
+        notes["precision"] = run.details["precision"]
+        for key in ("step_seconds", "matmul_gflops"):
+            if key in run.details:
+                notes[key] = run.details[key]
     if on_gpu and channels_last:
         run.model.to(memory_format=torch.channels_last)
     step = run.step
@@ -257,6 +264,13 @@ def compare(
         add("  + fused routing backward", convolutions="native", fused_adam=False)
         add("  + fused Adam", convolutions="native")
         add("  + convolutions as matmul", convolutions="matmul")
+        add("  + bf16 autocast", convolutions="native", precision="bfloat16")
+        add(
+            "  + bf16 autocast, convolutions as matmul",
+            convolutions="matmul",
+            precision="bfloat16",
+        )
+        add("capsnotes, float32 only", mixed_precision=False)
     if compiled and device.type == "cuda":
         add("capsnotes, torch.compile, no graph", compiled=True, graphed=False)
         add("capsnotes, torch.compile + graph", compiled=True)
@@ -292,9 +306,12 @@ def compare(
     return rows
 
 
-def matmul_peak(device: torch.device) -> dict:
-    """The device's measured matrix-multiply rate: float32 on a CPU, bf16 on a GPU."""
-    size, dtype = (8192, torch.bfloat16) if device.type == "cuda" else (2048, torch.float32)
+def matmul_peak(device: torch.device, dtype: torch.dtype | None = None) -> dict:
+    """The device's measured matrix-multiply rate in ``dtype`` (default: float32 on a
+    CPU, bf16 on a GPU)."""
+    size = 8192 if device.type == "cuda" else 2048
+    if dtype is None:
+        dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     a = torch.randn(size, size, device=device, dtype=dtype)
     b = torch.randn(size, size, device=device, dtype=dtype)
     times = []
@@ -396,8 +413,12 @@ def main(argv: list[str] | None = None) -> int:
     print_table(rows, name)
     if "step_seconds" in rows["capsnotes"]:
         timed = ", ".join(f"{k} {v:.3f} s" for k, v in rows["capsnotes"]["step_seconds"].items())
-        print(f"the trainer chose {rows['capsnotes']['convolution']} convolutions ({timed})")
+        print(
+            f"the trainer chose {rows['capsnotes']['convolution']} convolutions in "
+            f"{rows['capsnotes']['precision']} ({timed})"
+        )
     peak = matmul_peak(device)
+    peak_bf16 = matmul_peak(device, torch.bfloat16) if not on_gpu else peak
     parts = breakdown(device, batch_size, repeats=50 if device.type == "cuda" else 5, root=root)
     flops = training_flops_per_image()
     achieved = flops * rows["capsnotes"]["images_per_second"] / 1e12
@@ -430,6 +451,7 @@ def main(argv: list[str] | None = None) -> int:
         "flops_per_training_image": flops,
         "achieved_tflops": achieved,
         "matmul_peak": peak,
+        "matmul_peak_bf16": peak_bf16,
         "breakdown": parts,
         "comparison_seconds": time.perf_counter() - started,
         "test_accuracy": None,

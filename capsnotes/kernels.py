@@ -75,24 +75,38 @@ def patches(x: Tensor, kernel_size: int, stride: int) -> Tensor:
     return out.view(batch * out_h * out_w, kernel_size * kernel_size * channels)
 
 
+def _compute_dtype(x: Tensor) -> torch.dtype:
+    """The dtype the matrix products run in: autocast's on the CPU when it is on (so that a
+    convolution computed as matrix products uses bf16 exactly where ``nn.Conv2d`` would),
+    else the input's own."""
+    if torch.is_autocast_enabled("cpu"):
+        return torch.get_autocast_dtype("cpu")
+    return x.dtype
+
+
 class _ConvAsMatmul(torch.autograd.Function):
     """Unpadded, undilated 2-D convolution as im2col + matrix products. Under CPU
-    autocast it computes in float32 (the dtype of its parameters)."""
+    autocast the products run in the autocast dtype, as the native convolution's do; the
+    input gradient is summed in at least float32."""
 
     @staticmethod
-    @torch.amp.custom_fwd(device_type="cpu", cast_inputs=torch.float32)
+    @torch.amp.custom_fwd(device_type="cpu")
     def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None, stride: int) -> Tensor:  # noqa: ANN001
         batch, _, height, width = x.shape
         out_channels, in_channels, kernel_size, _ = weight.shape
         out_h = (height - kernel_size) // stride + 1
         out_w = (width - kernel_size) // stride + 1
-        cols = patches(x.permute(0, 2, 3, 1).contiguous(), kernel_size, stride)
+        dtype = _compute_dtype(x)
+        cols = patches(x.to(dtype).permute(0, 2, 3, 1).contiguous(), kernel_size, stride)
         # weight as [out, (row, column, channel)], matching the order of the columns
-        matrix = weight.permute(0, 2, 3, 1).reshape(out_channels, -1)
-        out = cols @ matrix.t() if bias is None else torch.addmm(bias, cols, matrix.t())
+        matrix = weight.to(dtype).permute(0, 2, 3, 1).reshape(out_channels, -1)
+        out = cols @ matrix.t()
+        if bias is not None:
+            out += bias.to(dtype)
         ctx.save_for_backward(cols, matrix)
         ctx.geometry = (batch, in_channels, height, width, kernel_size, stride, out_h, out_w)
         ctx.has_bias = bias is not None
+        ctx.dtypes = (x.dtype, weight.dtype)
         # [B*H'*W', out] is channels-last memory; return it as a logical NCHW view.
         return out.view(batch, out_h, out_w, out_channels).permute(0, 3, 1, 2)
 
@@ -101,18 +115,21 @@ class _ConvAsMatmul(torch.autograd.Function):
     def backward(ctx, grad: Tensor):  # noqa: ANN001, ANN205
         cols, matrix = ctx.saved_tensors
         batch, in_channels, height, width, k, stride, out_h, out_w = ctx.geometry
+        x_dtype, weight_dtype = ctx.dtypes
         out_channels = matrix.shape[0]
-        grad_rows = grad.permute(0, 2, 3, 1).reshape(-1, out_channels)  # [B*H'*W', out]
+        grad_rows = grad.permute(0, 2, 3, 1).reshape(-1, out_channels).to(cols.dtype)
         grad_x = grad_weight = grad_bias = None
         if ctx.needs_input_grad[1]:
             grad_weight = (grad_rows.t() @ cols).view(out_channels, k, k, in_channels)
-            grad_weight = grad_weight.permute(0, 3, 1, 2)
+            grad_weight = grad_weight.permute(0, 3, 1, 2).to(weight_dtype)
         if ctx.has_bias and ctx.needs_input_grad[2]:
-            grad_bias = grad_rows.sum(dim=0)
+            grad_bias = grad_rows.sum(dim=0, dtype=weight_dtype)
         if ctx.needs_input_grad[0]:
             # col2im: every window position adds its gradient back onto the pixel it read.
-            # One kernel row at a time, so the [B*H'*W', k*C] block stays in cache.
-            grad_nhwc = grad_rows.new_zeros(batch, height, width, in_channels)
+            # One kernel row at a time, so the [B*H'*W', k*C] block stays in cache; the
+            # sums are kept in at least float32 (up to k² terms meet at a pixel).
+            total = torch.promote_types(x_dtype, torch.float32)
+            grad_nhwc = grad_rows.new_zeros(batch, height, width, in_channels, dtype=total)
             span_h, span_w = stride * (out_h - 1) + 1, stride * (out_w - 1) + 1
             row_block = k * in_channels
             for k_row in range(k):
@@ -122,7 +139,7 @@ class _ConvAsMatmul(torch.autograd.Function):
                     grad_nhwc[
                         :, k_row : k_row + span_h : stride, k_col : k_col + span_w : stride
                     ] += block[:, :, :, k_col]
-            grad_x = grad_nhwc.permute(0, 3, 1, 2)
+            grad_x = grad_nhwc.permute(0, 3, 1, 2).to(x_dtype)
         return grad_x, grad_weight, grad_bias, None
 
 

@@ -17,13 +17,14 @@ import torch
 from torch import Tensor, nn
 
 from .checkpoint import Checkpoint, load_model_state
+from .checks import check_choice
 from .config import TrainConfig
 from .convnet import ConvNet
 from .devices import autocast_dtype, resolve_device
 from .graphs import GraphedStep
 from .model import CapsNet
 from .step import TrainingStep, WeightAverage
-from .tuning import choose_cpu_convolution
+from .tuning import PRECISIONS, choose_cpu_implementation
 
 __all__ = ["TrainingRun", "build_model", "build_run", "choose_implementation", "make_optimizer"]
 
@@ -63,19 +64,25 @@ def choose_implementation(
     device: torch.device,
     fast: bool = True,
     sample: tuple[Tensor, Tensor] | None = None,
-) -> tuple[dict[str, str], dict[str, float] | None]:
-    """How the run's model should compute on ``device``: for a CapsNet with ``fast``, the
-    fused routing backward, and on a CPU the convolutions that train ``sample`` (a real
-    batch) faster. Returns the model's keyword arguments, and the timings that decided
-    the convolutions (None if nothing was timed)."""
+) -> tuple[dict[str, str], dict[str, Any] | None]:
+    """How the run should compute on ``device``: for a CapsNet with ``fast``, the fused
+    routing backward, and on a CPU the convolutions and the precision that train
+    ``sample`` (a real batch) fastest (:func:`~capsnotes.tuning.choose_cpu_implementation`).
+    Returns the choice (``routing``, ``convolution``, ``precision``; whatever is left out
+    takes its default) and the measurements that decided it (None if nothing was
+    timed)."""
     if config.architecture != "capsnet" or not fast:
         return {}, None
     if device.type != "cpu" or sample is None:
         return {"routing": "fused"}, None
-    choice = choose_cpu_convolution(
-        config.model, *sample, reconstruction_weight=config.reconstruction_weight
+    choice = choose_cpu_implementation(
+        config.model,
+        *sample,
+        reconstruction_weight=config.reconstruction_weight,
+        mixed_precision=config.mixed_precision,
     )
-    return {"routing": "fused", "convolution": choice.convolution}, choice.seconds
+    chosen = {"routing": "fused", "convolution": choice.convolution, "precision": choice.precision}
+    return chosen, choice.to_dict()
 
 
 @dataclass
@@ -134,22 +141,29 @@ def build_run(
 
     With ``fast`` the model is built with the fast implementations for ``device``
     (:func:`choose_implementation`; on a CPU ``sample``, a real training batch, decides
-    the convolutions), Adam is fused, and on a GPU the step is recorded as a CUDA graph.
-    Without it, everything is the reference code. bf16 autocast where the device computes
-    bf16 natively and ``config.mixed_precision`` asks for it.
+    the convolutions and the precision), Adam is fused, and on a GPU the step is recorded
+    as a CUDA graph. Without it, everything is the reference code. Where
+    ``config.mixed_precision`` asks for it: bf16 autocast on a GPU that computes bf16
+    natively, and on a CPU where the timing chose it.
 
-    ``implementation`` (the model's ``routing``/``convolution``), ``fused_adam`` and
-    ``graphed`` override single choices; the benchmarks measure each technique this way.
+    ``implementation`` (the model's ``routing``/``convolution``, and the ``precision``:
+    ``"float32"`` or ``"bfloat16"``), ``fused_adam`` and ``graphed`` override single
+    choices; the benchmarks measure each technique this way.
     """
     device = resolve_device(device)
     chosen, timings = choose_implementation(config, device, fast, sample)
-    model = build_model(config, device, **(chosen | (implementation or {})))
+    chosen = chosen | (implementation or {})
+    precision_name = chosen.pop("precision", None)
+    model = build_model(config, device, **chosen)
     graphed = (fast and device.type == "cuda") if graphed is None else graphed
     fused_adam = fast if fused_adam is None else fused_adam
     optimizer = make_optimizer(model, config.learning_rate, fused=fused_adam, capturable=graphed)
     scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=config.lr_decay)
     average = WeightAverage(model, config.weight_averaging) if config.weight_averaging else None
-    precision = autocast_dtype(device, config.mixed_precision)
+    if precision_name is None:
+        precision = autocast_dtype(device, config.mixed_precision)
+    else:
+        precision = PRECISIONS[check_choice("precision", precision_name, list(PRECISIONS))]
     step: TrainingStep | GraphedStep = TrainingStep(
         model, optimizer, config.loss, precision, average
     )
@@ -163,5 +177,5 @@ def build_run(
         **model.implementation,
     }
     if timings is not None:
-        details["step_seconds"] = timings
+        details |= {k: v for k, v in timings.items() if k not in ("convolution", "precision")}
     return TrainingRun(config, model, optimizer, scheduler, step, average, details)

@@ -139,8 +139,8 @@ def _implementation_to_keep(
     previous: Checkpoint | None, device: torch.device
 ) -> dict[str, str] | None:
     """A resumed run on the same kind of device computes as it did before (another
-    convolution would change the results in their last bits): the implementation its
-    last call recorded, or None to choose anew."""
+    convolution or precision would change the results): the implementation and precision
+    its last call recorded, or None to choose anew."""
     if previous is None:
         return None
     history = previous.metadata["history"]
@@ -148,7 +148,8 @@ def _implementation_to_keep(
     convolution = details.get("convolution") or details.get("convolutions")  # older records
     if history.get("device") != device_name(device) or convolution is None:
         return None
-    return {"routing": details.get("routing", "fused"), "convolution": convolution}
+    kept = {"routing": details.get("routing", "fused"), "convolution": convolution}
+    return kept | {"precision": details.get("precision", "float32")}
 
 
 def _epoch_seed(seed: int, epoch: int) -> int:

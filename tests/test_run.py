@@ -37,14 +37,26 @@ def test_a_fast_cpu_run_times_the_convolutions_on_the_sample():
     sample = (torch.rand(4, 1, 28, 28), torch.tensor([0, 1, 2, 3]))
     run = build_run(config, "cpu", sample=sample)
     assert run.model.implementation["routing"] == "fused"
-    assert set(run.details["step_seconds"]) == {"native", "matmul"}
+    assert {"native, float32", "matmul, float32"} <= set(run.details["step_seconds"])
+    timed = run.details["step_seconds"]
+    chosen = f"{run.details['convolution']}, {run.details['precision']}"
+    assert timed[chosen] == min(timed.values())
+    assert (run.step.precision is None) == (run.details["precision"] == "float32")
     matmul = run.details["convolution"] == "matmul"
     assert isinstance(run.model.primary.conv, MatmulConv2d) is matmul
     assert run.optimizer.defaults["fused"] and run.details["optimizer"] == "Adam, fused"
     assert run.result_model is run.average.model
     # an explicit choice overrides the measured one
-    forced = build_run(config, "cpu", sample=sample, implementation={"convolution": "matmul"})
+    forced = build_run(
+        config,
+        "cpu",
+        sample=sample,
+        implementation={"convolution": "matmul", "precision": "bfloat16"},
+    )
     assert forced.model.implementation == {"routing": "fused", "convolution": "matmul"}
+    assert forced.step.precision is torch.bfloat16 and forced.details["precision"] == "bfloat16"
+    with pytest.raises(ValueError, match="unknown precision 'float16'"):
+        build_run(config, "cpu", sample=sample, implementation={"precision": "float16"})
 
 
 def test_the_model_is_seeded_by_the_configuration_only():
