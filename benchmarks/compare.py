@@ -329,6 +329,30 @@ def matmul_peak(device: torch.device, dtype: torch.dtype | None = None) -> dict:
     }
 
 
+def cpu_details() -> dict:
+    """What /proc/cpuinfo says of the CPU (Linux; empty elsewhere): the model name, family
+    and model numbers, and which of the flags that matter for bf16 it reports. For the
+    record only: the trainer decides by timing, not by flags."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return {}
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            break  # the first processor is enough
+        key, _, value = line.partition(":")
+        fields[key.strip()] = value.strip()
+    flags = set(fields.get("flags", "").split())
+    return {
+        "model_name": fields.get("model name"),
+        "vendor": fields.get("vendor_id"),
+        "family": fields.get("cpu family"),
+        "model": fields.get("model"),
+        "flags": sorted(flags & {"avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"}),
+    }
+
+
 def print_table(rows: dict, device: str) -> None:
     base = rows["baseline"]["images_per_second"]
     print(
@@ -431,6 +455,7 @@ def main(argv: list[str] | None = None) -> int:
 
     record = {
         "device": name,
+        "cpu": cpu_details() if not on_gpu else None,
         "torch": torch.__version__,
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "command": "python -m benchmarks.compare "

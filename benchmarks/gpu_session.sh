@@ -5,8 +5,8 @@
 #   bash benchmarks/gpu_session.sh measure NAME   # GPU tests, a first comparison, 2 epochs
 #   bash benchmarks/gpu_session.sh ablation NAME  # the full comparison + one paper run
 #   bash benchmarks/gpu_session.sh seeds NAME     # the paper profile, seeds 0-2, seed 0 shipped
-#   bash benchmarks/gpu_session.sh campaign STAGE...  # python -m capsnotes campaign (the
-#                                                 # plan: python -m capsnotes campaign --help)
+#   bash benchmarks/gpu_session.sh campaign STAGE...  # python -m benchmarks.campaign (the
+#                                                 # stages: python -m benchmarks.campaign --help)
 #
 # The campaign needs MNIST and Fashion-MNIST in .gpu_data (gzipped, as below, for both
 # MNIST/raw and FashionMNIST/raw). Its runs stay on the machine (runs/campaign); its
@@ -92,7 +92,7 @@ campaign)
     timeout 120 python3 -m pytest -q -x -p no:cacheprovider tests/test_step.py 2>&1 | tail -3
     stamp "campaign $*"
     # end before the device tool's 10-minute limit, so that what finished comes back
-    timeout 540 python3 -m capsnotes campaign --device cuda --out runs/campaign/records \
+    timeout 540 python3 -m benchmarks.campaign --device cuda --out runs/campaign/records \
         --runs runs/campaign/runs --stages "$@" 2>&1 | tail -20
     cp runs/campaign/records/*.json "$out/" 2>/dev/null
     cp runs/campaign/records/weights/* "$out/" 2>/dev/null

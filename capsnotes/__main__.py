@@ -1,4 +1,4 @@
-"""Command line: ``python -m capsnotes {train,evaluate,affine,campaign,explorer,profiles}``."""
+"""Command line: ``python -m capsnotes {train,evaluate,affine,explorer,profiles}``."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from typing import Any
 
 from .affine import AFFNIST_RANGES, robustness
 from .allocator import restart_retaining_freed_memory
-from .campaign import GPU_PLAN, STAGES, run_campaign
 from .checkpoint import load_checkpoint, load_model_state
 from .config import PROFILES, TrainConfig, default_profile, profile
 from .data import load_dataset
@@ -173,36 +172,6 @@ def _parser() -> argparse.ArgumentParser:
     affine.add_argument("--device", default="auto", help="auto (default), cpu, cuda")
     affine.add_argument("--data-root", metavar="PATH", help="data folder")
 
-    campaign = commands.add_parser(
-        "campaign",
-        help="reproduce the paper's experiments on a GPU, stage by stage",
-        description=(
-            "Run the paper's experiments in order, each stage writing OUT/<stage>.json when "
-            "it finishes (capsnotes/campaign.py): " + ", ".join(STAGES) + ". The same "
-            "command resumes: finished stages are skipped, runs continue from their "
-            "checkpoints. --smoke runs every stage on tiny subsets, on any machine."
-        ),
-        epilog=GPU_PLAN,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    campaign.add_argument("--out", required=True, metavar="DIR", help="records and weights")
-    campaign.add_argument("--runs", metavar="DIR", help="training runs (default: OUT/runs)")
-    campaign.add_argument(
-        "--stages",
-        nargs="+",
-        choices=STAGES,
-        metavar="STAGE",
-        help="the stages to run (default: all, in order)",
-    )
-    campaign.add_argument(
-        "--smoke",
-        action="store_true",
-        help="tiny subsets, small models, one short epoch: a check, not a result",
-    )
-    campaign.add_argument("--device", default="auto", help="auto (default), cpu, cuda")
-    campaign.add_argument("--data-root", metavar="PATH", help="data folder")
-    campaign.add_argument("--progress", action="store_true", help="show progress bars")
-
     explorer = commands.add_parser(
         "explorer",
         help="write the data file of the book's capsule explorer",
@@ -303,22 +272,6 @@ def _affine(args: argparse.Namespace, argv: Sequence[str]) -> int:
     return 0
 
 
-def _campaign(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    records = run_campaign(
-        args.out,
-        args.stages,
-        smoke=args.smoke,
-        device=args.device,
-        data_root=args.data_root,
-        runs=args.runs,
-        command="python -m capsnotes " + shlex.join(argv),
-        progress=args.progress,
-    )
-    for stage, record in records.items():
-        print(f"{stage}: {record['stage_seconds']:.0f} s, wrote {args.out}/{stage}.json")
-    return 0
-
-
 def _profiles() -> int:
     print(json.dumps({name: cfg.to_dict() for name, cfg in PROFILES.items()}, indent=1))
     return 0
@@ -334,8 +287,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _evaluate(args)
         if args.command == "affine":
             return _affine(args, argv)
-        if args.command == "campaign":
-            return _campaign(args, argv)
         if args.command == "explorer":
             path = write_explorer_data(args.out, data_root=args.data_root)
             print(f"wrote {path} ({path.stat().st_size:,} bytes)")

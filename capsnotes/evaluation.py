@@ -7,8 +7,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from .config import TrainConfig
-from .convnet import ConvNet
+from .config import ARCHITECTURES, TrainConfig
 from .data import ImageSet, batches
 from .devices import autocast_dtype, autocast_for
 
@@ -34,7 +33,9 @@ def evaluate(
     the CPU, except the reconstructions: for a CapsNet ``capsules`` ``[N, classes, dim]``,
     ``lengths`` ``[N, classes]`` and ``predictions`` ``[N]``.
     """
-    architecture = "cnn" if isinstance(model, ConvNet) else "capsnet"
+    architecture = next((name for name, a in ARCHITECTURES.items() if type(model) is a.model), None)
+    if architecture is None or ARCHITECTURES[architecture].loss is None:
+        raise TypeError(f"evaluate() scores a CapsNet or a ConvNet, got {type(model).__name__}")
     if config is None:
         config = TrainConfig(architecture=architecture, model=model.config)
     if not isinstance(config, TrainConfig):

@@ -18,11 +18,9 @@ from torch import Tensor, nn
 
 from .checkpoint import Checkpoint, load_model_state
 from .checks import check_choice
-from .config import TrainConfig
-from .convnet import ConvNet
+from .config import ARCHITECTURES, TrainConfig
 from .devices import autocast_dtype, resolve_device
 from .graphs import GraphedStep
-from .model import CapsNet
 from .step import TrainingStep, WeightAverage
 from .tuning import PRECISIONS, choose_cpu_implementation
 
@@ -35,12 +33,15 @@ def build_model(
     """A freshly initialised model of ``config``'s architecture, seeded by ``config.seed``
     without touching the global random state. ``implementation`` (a CapsNet's
     ``routing`` and ``convolution``) chooses how it computes, not what."""
+    architecture = ARCHITECTURES[config.architecture]
+    unknown = set(implementation) - set(architecture.implementations)
+    if unknown:
+        raise ValueError(
+            f"a {config.architecture} model takes no implementation choice {sorted(unknown)}"
+        )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
-        if config.architecture == "cnn":
-            model = ConvNet(config.model)
-        else:
-            model = CapsNet(config.model, **implementation)
+        model = architecture.model(config.model, **implementation)
     return model.to(device)
 
 
@@ -71,7 +72,7 @@ def choose_implementation(
     Returns the choice (``routing``, ``convolution``, ``precision``; whatever is left out
     takes its default) and the measurements that decided it (None if nothing was
     timed)."""
-    if config.architecture != "capsnet" or not fast:
+    if not ARCHITECTURES[config.architecture].implementations or not fast:
         return {}, None
     if device.type != "cpu" or sample is None:
         return {"routing": "fused"}, None

@@ -31,7 +31,14 @@ from .files import write_json
 from .history import RunHistory
 from .run import TrainingRun, build_run
 
-__all__ = ["TrainResult", "load_run_data", "train"]
+__all__ = [
+    "TrainResult",
+    "checkpoint_to_resume",
+    "epoch_seed",
+    "implementation_to_keep",
+    "load_run_data",
+    "train",
+]
 
 
 @dataclass
@@ -72,10 +79,10 @@ def train(
     device = resolve_device(device)
     out_dir = Path(out_dir)
     checkpoint_path = out_dir / "checkpoint.safetensors"
-    previous = _checkpoint_to_resume(checkpoint_path, config) if resume else None
+    previous = checkpoint_to_resume(checkpoint_path, config) if resume else None
     train_set, test_set = load_run_data(config, device, data_root)
     done = 0 if previous is None else len(previous.metadata["history"]["epochs"])
-    implementation = _implementation_to_keep(previous, device) if fast else None
+    implementation = implementation_to_keep(previous, device) if fast else None
     timing = done < config.epochs and implementation is None
     sample = next(batches(train_set, config.batch_size)) if timing else None
     run = build_run(config, device, fast=fast, sample=sample, implementation=implementation)
@@ -117,7 +124,9 @@ def load_run_data(
     return train_set.to(device), test_set.to(device)
 
 
-def _checkpoint_to_resume(path: Path, config: TrainConfig) -> Checkpoint | None:
+def checkpoint_to_resume(path: Path, config: TrainConfig) -> Checkpoint | None:
+    """The checkpoint at ``path`` to continue a run of ``config`` from (None if there is
+    none); raises if it comes from another configuration or has more epochs."""
     if not path.exists():
         return None
     checkpoint = load_checkpoint(path)
@@ -135,7 +144,7 @@ def _checkpoint_to_resume(path: Path, config: TrainConfig) -> Checkpoint | None:
     return checkpoint
 
 
-def _implementation_to_keep(
+def implementation_to_keep(
     previous: Checkpoint | None, device: torch.device
 ) -> dict[str, str] | None:
     """A resumed run on the same kind of device computes as it did before (another
@@ -152,7 +161,8 @@ def _implementation_to_keep(
     return kept | {"precision": details.get("precision", "float32")}
 
 
-def _epoch_seed(seed: int, epoch: int) -> int:
+def epoch_seed(seed: int, epoch: int) -> int:
+    """The seed of epoch ``epoch``'s randomness in a run seeded by ``seed``."""
     # Each epoch draws its shuffle and shifts from its own seed, so that a resumed run
     # sees exactly the batches an uninterrupted run would have seen.
     return seed * 1_000_003 + epoch
@@ -162,7 +172,7 @@ def _train_epoch(run: TrainingRun, data: ImageSet, epoch: int, progress: bool) -
     """One pass over ``data``. Nothing is read back from the device until the end."""
     config = run.config
     run.model.train()
-    generator = torch.Generator(device=data.device).manual_seed(_epoch_seed(config.seed, epoch))
+    generator = torch.Generator(device=data.device).manual_seed(epoch_seed(config.seed, epoch))
     learning_rate = run.learning_rate
     stats: list[Tensor] = []  # per step: the loss terms, then the correct predictions
     names: list[str] = []

@@ -4,9 +4,9 @@ way of counting errors; the one objective, reused."""
 import pytest
 import torch
 
-from capsnotes import CapsNetConfig, capsnet_loss
+from capsnotes import CapsNet, CapsNetConfig, capsnet_loss
 from capsnotes.data import ImageSet
-from capsnotes.multimnist import PairedCapsNet, both_right, make_pairs, pair_loss
+from capsnotes.multimnist import PairedCapsNet, both_right, evaluate_pairs, make_pairs, pair_loss
 
 SMALL = CapsNetConfig(image_size=36, conv_channels=8, primary_channels=2, decoder_hidden=(16, 16))
 
@@ -35,7 +35,7 @@ def test_the_paired_model_draws_each_label_and_trains_on_the_one_objective():
     images, parts, labels = next(pairs.batches(4))
     out = model(images, labels)
     assert out.reconstructions.shape == (4, 2, 1, 36, 36) and out.predictions.shape == (4, 2)
-    first = model.capsnet.decoder(out.capsules, labels[:, 0]).view(4, 1, 36, 36)
+    first = model.decoder(out.capsules, labels[:, 0]).view(4, 1, 36, 36)
     torch.testing.assert_close(out.reconstructions[:, 0], first)
     loss = pair_loss(out, parts, labels)
     presence = torch.zeros(4, 10)
@@ -43,7 +43,7 @@ def test_the_paired_model_draws_each_label_and_trains_on_the_one_objective():
     expected = capsnet_loss(out, parts, presence)
     torch.testing.assert_close(loss.total, expected.total)
     loss.total.backward()
-    assert model.capsnet.decoder.layers[0].weight.grad is not None
+    assert model.decoder.layers[0].weight.grad is not None
     with pytest.raises(ValueError, match=r"labels must be \[batch, 2\]"):
         model(images, labels[:, 0])
 
@@ -52,3 +52,35 @@ def test_both_right_ignores_the_order():
     predictions = torch.tensor([[3, 5], [5, 3], [1, 2]])
     labels = torch.tensor([[5, 3], [5, 3], [1, 4]])
     assert both_right(predictions, labels).tolist() == [True, True, False]
+
+
+def test_one_pair_per_digit_when_no_count_is_given():
+    digits = _digits(30)
+    pairs = make_pairs(digits, seed=3)
+    assert len(pairs) == 30
+    assert torch.equal(pairs.labels[:, 0], digits.labels)  # every digit is a first digit once
+    # each part is its digit, shifted by at most 4 pixels: the same ink
+    ink = digits.images.flatten(1).sum(1)
+    assert torch.equal(pairs.parts[:, 0].flatten(1).sum(1), ink)
+
+
+def test_the_paired_model_is_a_capsnet_with_the_same_weights():
+    torch.manual_seed(0)
+    paired = PairedCapsNet(SMALL)
+    plain = CapsNet(SMALL)
+    plain.load_state_dict(paired.state_dict())  # the same parameters, the same names
+    images = torch.rand(3, 1, 36, 36)
+    torch.testing.assert_close(paired.encode(images), plain.encode(images))
+
+
+def test_evaluate_pairs_counts_an_example_wrong_unless_both_digits_are_found():
+    torch.manual_seed(0)
+    model = PairedCapsNet(SMALL)
+    pairs = make_pairs(_digits(), 50, seed=4)
+    scores = evaluate_pairs(model, pairs, batch_size=16)
+    with torch.no_grad():
+        predictions = model(pairs.images.float() / 255).predictions
+    expected = 1 - both_right(predictions, pairs.labels).float().mean().item()
+    assert scores["count"] == 50 and scores["error"] == pytest.approx(expected)
+    assert set(scores) == {"error", "count", "margin_loss", "reconstruction_loss"}
+    assert model.training  # left as it was

@@ -1,0 +1,695 @@
+"""The paper's experiments, stage by stage: ``python -m benchmarks.campaign``.
+
+Stages, in order (each writes ``OUT/<stage>.json`` as soon as it finishes; a stage whose
+record exists is skipped, so the same command resumes; every training run inside a stage
+resumes from its own checkpoint too):
+
+* ``table1`` — the paper's Table 1: CapsNet with 1 and 3 routing iterations, each with
+  and without the reconstruction loss, and a baseline CNN, the same data, shifts and
+  epoch budget, several seeds each, tested on all 10,000 test digits; with the coupling
+  statistics of every trained CapsNet and a paired comparison of r = 1 and r = 3.
+* ``paper`` — the ``paper`` profile over several seeds, with and without a moving
+  average of the weights; the better variant's best run is shipped into ``OUT/weights``
+  when it beats the model that ships with the package.
+* ``multimnist`` — two overlapping digits (:mod:`capsnotes.multimnist`), trained with
+  fresh pairs every epoch and tested on one pair per test digit; the model is shipped
+  into ``OUT/weights``.
+* ``affine40`` — trained on MNIST placed at random on a 40×40 canvas, tested on
+  affine-warped digits on that canvas (:mod:`capsnotes.affine`), CapsNet against the
+  paper's baseline CNN.
+* ``fashion`` — the ``paper`` profile on Fashion-MNIST, shipped into ``OUT/weights``
+  when it beats the CPU-trained model of the package.
+* ``speed`` — capsnotes against the straightforward baseline (:mod:`benchmarks.compare`).
+
+Two scales (``--scale``): ``full``, the paper's model and data for a GPU, and ``cpu``,
+``table1`` and ``multimnist`` narrowed to fit the 2-core CPU that builds the book (the
+reasons are in :data:`SCALES`). ``--smoke`` runs the chosen scale's stages on tiny
+subsets with tiny models, in a minute or two on any machine (the tests run it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import shlex
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from capsnotes.affine import AffineParameters, AffineRanges, accuracy, random_affine_parameters
+from capsnotes.allocator import restart_retaining_freed_memory
+from capsnotes.analysis import routing_statistics
+from capsnotes.checkpoint import load_checkpoint, load_model_state, save_checkpoint
+from capsnotes.config import TrainConfig, profile
+from capsnotes.data import data_root, load_dataset
+from capsnotes.devices import device_name, resolve_device
+from capsnotes.files import write_json
+from capsnotes.history import RunHistory
+from capsnotes.multimnist import (
+    CANVAS,
+    MAX_SHIFT,
+    DigitPairs,
+    evaluate_pairs,
+    make_pairs,
+    pair_loss,
+)
+from capsnotes.pretrained import load_pretrained, save_pretrained
+from capsnotes.run import build_model, build_run
+from capsnotes.step import training_step
+from capsnotes.train import (
+    checkpoint_to_resume,
+    epoch_seed,
+    implementation_to_keep,
+    train,
+)
+
+STAGES = ("table1", "paper", "multimnist", "affine40", "fashion", "speed")
+
+#: The paper's Table 1 (test error in %, mean ± standard deviation over three trials
+#: where it gives one) and its MultiMNIST errors.
+PAPER_TABLE1 = {
+    "baseline": {"mnist": 0.39, "multimnist": 8.1},
+    "r=1, no reconstruction": {"mnist": 0.34, "mnist_std": 0.032},
+    "r=1, reconstruction": {"mnist": 0.29, "mnist_std": 0.011},
+    "r=3, no reconstruction": {"mnist": 0.35, "mnist_std": 0.036},
+    "r=3, reconstruction": {"mnist": 0.25, "mnist_std": 0.005, "multimnist": 5.2},
+}
+
+#: seed of the MultiMNIST test pairs (one per test digit)
+TEST_PAIRS_SEED = 1
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How much of each experiment a scale runs, and why."""
+
+    name: str
+    stages: tuple[str, ...]
+    reason: str
+    seeds: tuple[int, ...] = (0, 1, 2)
+    #: the sizes of every CapsNet and CNN trained on MNIST (CapsNetConfig and ConvNetConfig
+    #: fields), Table 1's CNN profile, and what every Table 1 run trains on (TrainConfig
+    #: fields)
+    capsnet: dict[str, Any] = dataclasses.field(default_factory=dict)
+    table1_cnn_profile: str = "paper-cnn"
+    cnn: dict[str, Any] = dataclasses.field(default_factory=dict)
+    table1_run: dict[str, Any] = dataclasses.field(default_factory=lambda: {"epochs": 15})
+    #: MultiMNIST: the CapsNet's sizes, the run (TrainConfig fields; ``train_size`` is the
+    #: number of fresh pairs per epoch), and the test pairs (None: one per test digit)
+    multimnist_capsnet: dict[str, Any] = dataclasses.field(default_factory=dict)
+    multimnist_run: dict[str, Any] = dataclasses.field(
+        default_factory=lambda: {"epochs": 10, "train_size": 240_000}
+    )
+    multimnist_test: int | None = None
+    affine40_epochs: int = 30
+    affine40_test: int | None = None  #: warped test digits (None: all 10,000)
+    #: fields of every TrainConfig (--smoke)
+    overrides: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: save_pretrained's tolerance between the float16 weights and the run
+    ship_tolerance: float = 0.001
+    #: ship whatever the accuracy (--smoke: to exercise the step)
+    always_ship: bool = False
+    compare_steps: int | None = None
+
+
+FULL = Budget(
+    name="full",
+    stages=STAGES,
+    reason="the paper's model, all 60,000 training digits, for a GPU",
+)
+
+#: The CPU scale, chosen by measurement on the 2-core AMD EPYC (Zen 5) that builds the
+#: book (benchmarks/results/cpu-amd-zen5-2core-widths.json): see ``reason``.
+CPU = Budget(
+    name="cpu",
+    stages=("table1", "multimnist"),
+    reason="filled in below",
+)
+
+SCALES = {"full": FULL, "cpu": CPU}
+
+
+def smoke(budget: Budget) -> Budget:
+    """The stages of ``budget`` on tiny subsets with tiny models: a check, not a result."""
+    tiny_capsnet = {"conv_channels": 8, "primary_channels": 2, "decoder_hidden": (16, 32)}
+    return dataclasses.replace(
+        budget,
+        name=f"{budget.name}, smoke",
+        seeds=(0,),
+        capsnet=tiny_capsnet,
+        cnn={"channels": (8, 8, 4), "hidden": (16, 8)},
+        table1_run={"epochs": 1, "batch_size": 32, "train_size": 96, "test_size": 200},
+        multimnist_capsnet=tiny_capsnet,
+        multimnist_run={"epochs": 1, "batch_size": 32, "train_size": 96},
+        affine40_epochs=1,
+        affine40_test=500,
+        overrides={"epochs": 1, "batch_size": 32, "train_size": 96, "test_size": 200},
+        ship_tolerance=0.2,
+        always_ship=True,
+        compare_steps=1,
+    )
+
+
+@dataclass
+class Campaign:
+    out: Path
+    runs: Path
+    budget: Budget
+    device: torch.device
+    data_root: str | Path | None
+    command: str
+    progress: bool = False
+
+    def config(self, name: str, model: dict[str, Any] | None = None, **fields: Any) -> TrainConfig:
+        """Profile ``name`` with the budget's overrides, then ``fields``, and ``model``
+        (model fields) replaced."""
+        return profile(name, **(self.budget.overrides | fields), model=model or {})
+
+    def train(self, config: TrainConfig, folder: str) -> dict[str, Any]:
+        result = train(
+            config,
+            self.runs / folder,
+            device=self.device,
+            data_root=self.data_root,
+            progress=self.progress,
+            checkpoint_every=25,
+            provenance={"command": self.command, "campaign_run": folder},
+        )
+        return result.history
+
+    def load_model(self, folder: str, config: TrainConfig) -> torch.nn.Module:
+        """The trained model of the run in ``folder``, with the reference implementations."""
+        checkpoint = load_checkpoint(self.runs / folder / "checkpoint.safetensors")
+        model = build_model(config)
+        load_model_state(model, checkpoint.result_state, checkpoint.path)
+        return model.to(self.device).eval()
+
+    def record(self, stage: str, values: dict[str, Any]) -> dict[str, Any]:
+        values = {
+            "stage": stage,
+            "scale": self.budget.name,
+            "scale_reason": self.budget.reason,
+            "device": device_name(self.device),
+            "command": self.command,
+            "torch": torch.__version__,
+        } | values
+        write_json(self.out / f"{stage}.json", values)
+        return values
+
+
+def _spread(values: list[float]) -> dict[str, float]:
+    return {
+        "mean": statistics.fmean(values),
+        "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+    }
+
+
+def _routing(model: torch.nn.Module, test_set: Any) -> dict[str, Any]:
+    """How the trained model routes the test digits (chapter 3's measurements)."""
+    stats = routing_statistics(model, test_set, iterations=(1, 2, 3))
+    return {
+        "accuracy_by_iterations": {str(r): a for r, a in stats.accuracy.items()},
+        "entropy": stats.entropy,
+        "weighted_entropy": stats.weighted_entropy,
+        "top_coupling": stats.top_coupling,
+        "uniform_entropy": stats.uniform_entropy,
+    }
+
+
+def _table1(c: Campaign) -> dict[str, Any]:
+    test_set = load_dataset("mnist", False, c.data_root)
+    variants = [(r, recon) for r in (1, 3) for recon in (False, True)]
+    rows: list[dict[str, Any]] = []
+    for routing, reconstruction in variants:
+        key = f"r={routing}, {'reconstruction' if reconstruction else 'no reconstruction'}"
+        rows.append(
+            {
+                "key": key,
+                "model": "capsnet",
+                "routing_iterations": routing,
+                "reconstruction": reconstruction,
+                "profile": "paper",
+                "changes": {"reconstruction_weight": 0.0005 if reconstruction else 0.0},
+                "model_changes": c.budget.capsnet | {"routing_iterations": routing},
+            }
+        )
+    rows.append(
+        {
+            "key": "baseline",
+            "model": "cnn",
+            "routing_iterations": None,
+            "reconstruction": None,
+            "profile": c.budget.table1_cnn_profile,
+            "changes": {},
+            "model_changes": c.budget.cnn,
+        }
+    )
+    for row in rows:
+        row["seeds"], row["test_errors"], row["wall_seconds"] = [], [], []
+        row["images_per_second"], row["routing"] = [], []
+        for seed in c.budget.seeds:
+            config = c.config(
+                row["profile"],
+                row["model_changes"],
+                seed=seed,
+                **(c.budget.table1_run | row["changes"]),
+            )
+            tested = test_set.subset(config.test_size, seed=0)  # as the trainer tests
+            row["model_config"] = config.model.to_dict()
+            folder = f"table1/{row['key'].replace(', ', '-').replace('=', '')}-seed{seed}"
+            history = c.train(config, folder)
+            row["seeds"].append(seed)
+            row["test_errors"].append(1 - history["test_accuracy"])
+            row["wall_seconds"].append(history["wall_seconds"])
+            row["images_per_second"].append(
+                statistics.fmean(e["images_per_second"] for e in history["epochs"])
+            )
+            row["test_count"] = len(tested)
+            row["train_config"] = {k: v for k, v in config.to_dict().items() if k != "model"}
+            model = c.load_model(folder, config)
+            row["parameters"] = sum(p.numel() for p in model.parameters())
+            if row["model"] == "capsnet":
+                row["routing"].append(_routing(model, tested))
+        row |= {"test_error": _spread(row["test_errors"])}
+    by_key = {row["key"]: row for row in rows}
+    paired = {}
+    for recon in ("no reconstruction", "reconstruction"):
+        one, three = by_key[f"r=1, {recon}"], by_key[f"r=3, {recon}"]
+        differences = [b - a for a, b in zip(one["test_errors"], three["test_errors"], strict=True)]
+        paired[recon] = {
+            "r3_minus_r1_per_seed": differences,
+            **_spread(differences),
+            "r3_better_in": sum(d < 0 for d in differences),
+            "seeds": len(differences),
+        }
+    return {
+        "rows": rows,
+        "paired_r3_minus_r1": paired,
+        "paper_test_errors_percent": PAPER_TABLE1,
+    }
+
+
+def train_pairs(
+    config: TrainConfig,
+    out_dir: Path,
+    *,
+    device: torch.device,
+    data_root: str | Path | None = None,
+    provenance: dict[str, Any] | None = None,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Train a :class:`~capsnotes.multimnist.PairedCapsNet` (``config.architecture`` is
+    ``"capsnet-pairs"``) on MultiMNIST, saving into ``out_dir`` after every epoch and
+    resuming from there, as :func:`capsnotes.train.train` does for one digit.
+
+    Every epoch draws ``config.train_size`` fresh pairs from the training digits (seeded
+    by the run's seed and the epoch, so that a resumed run sees the same pairs); the test
+    pairs are fixed: one per test digit (or ``config.test_size`` of them). The step is
+    :func:`capsnotes.step.training_step` with :func:`~capsnotes.multimnist.pair_loss`.
+    Returns the run's history; ``test_accuracy`` is the fraction of test pairs with both
+    digits right.
+    """
+    started = time.perf_counter()
+    checkpoint_path = out_dir / "checkpoint.safetensors"
+    previous = checkpoint_to_resume(checkpoint_path, config)
+    digits = load_dataset(config.dataset, True, data_root)
+    test_digits = load_dataset(config.dataset, False, data_root)
+    test = make_pairs(test_digits, config.test_size, TEST_PAIRS_SEED)
+    test = test.to(device)
+    done = 0 if previous is None else len(previous.metadata["history"]["epochs"])
+
+    def epoch_pairs(epoch: int) -> DigitPairs:
+        seed = epoch_seed(config.seed, epoch)
+        return make_pairs(digits, config.train_size, seed, CANVAS, config.max_shift).to(device)
+
+    implementation = implementation_to_keep(previous, device)
+    sample = None
+    if implementation is None and done < config.epochs:
+        images, _, labels = next(epoch_pairs(1).batches(config.batch_size))
+        sample = (images, labels[:, 0])  # one digit's label: the timing needs a batch
+    run = build_run(config, device, sample=sample, implementation=implementation)
+    history = RunHistory.start(config, device, provenance)
+    if previous is not None:
+        run.load(previous)
+        history = RunHistory.resume(previous.metadata["history"], config)
+    precision = run.step.precision
+    details = {"provenance": provenance or {}, **run.details}
+    for epoch in range(done + 1, config.epochs + 1):
+        run.model.train()
+        generator = torch.Generator(device=device).manual_seed(epoch_seed(config.seed, epoch))
+        epoch_started = time.perf_counter()
+        terms: list[torch.Tensor] = []
+        pairs = epoch_pairs(epoch)
+        for images, parts, labels in pairs.batches(config.batch_size, generator):
+
+            def objective(output, _images, labels, parts=parts):  # noqa: ANN001, ANN202
+                return pair_loss(output, parts, labels, config.reconstruction_weight)
+
+            stats = training_step(
+                run.model, run.optimizer, objective, images, labels, precision=precision
+            )
+            terms.append(torch.stack([stats["margin_loss"], stats["reconstruction_loss"]]))
+        seconds = time.perf_counter() - epoch_started
+        margin, reconstruction = torch.stack(terms).T.tolist()
+        learning_rate = run.learning_rate
+        run.scheduler.step()
+        scores = evaluate_pairs(run.model, test, reconstruction_weight=config.reconstruction_weight)
+        record = {
+            "epoch": epoch,
+            "learning_rate": learning_rate,
+            "margin_loss": statistics.fmean(margin),
+            "reconstruction_loss": statistics.fmean(reconstruction),
+            "seconds": seconds,
+            "images_per_second": len(pairs) / seconds,
+            "test_accuracy": 1 - scores["error"],
+            "test_error": scores["error"],
+            "test_count": scores["count"],
+            "test_margin_loss": scores["margin_loss"],
+            "test_reconstruction_loss": scores["reconstruction_loss"],
+            "step_margin_loss": margin,
+            "step_reconstruction_loss": reconstruction,
+        }
+        history.add_epoch(record, time.perf_counter() - started, details)
+        metadata = {"train_config": config.to_dict(), "epoch": epoch, "history": history.record}
+        save_checkpoint(checkpoint_path, metadata=metadata, **run.state())
+        write_json(out_dir / "history.json", history.record)
+        if progress:
+            print(f"multimnist epoch {epoch}: test error {scores['error']:.4f}", flush=True)
+    return history.record
+
+
+def _multimnist(c: Campaign) -> dict[str, Any]:
+    config = c.config(
+        "paper",
+        c.budget.multimnist_capsnet | {"image_size": CANVAS},
+        architecture="capsnet-pairs",
+        max_shift=MAX_SHIFT,
+        **({"test_size": None} | c.budget.multimnist_run),
+    )
+    # the test pairs are the budget's, whatever the overrides say of test digits
+    config = dataclasses.replace(config, test_size=c.budget.multimnist_test)
+    folder = c.runs / "multimnist"
+    history = train_pairs(
+        config,
+        folder,
+        device=c.device,
+        data_root=c.data_root,
+        provenance={"command": c.command, "campaign_run": "multimnist"},
+        progress=c.progress,
+    )
+    test = make_pairs(
+        load_dataset("mnist", False, c.data_root), c.budget.multimnist_test, TEST_PAIRS_SEED
+    )
+
+    def score(model: torch.nn.Module) -> dict[str, Any]:
+        scores = evaluate_pairs(model.to(c.device), test)
+        return {"accuracy": 1 - scores["error"], "count": scores["count"]}
+
+    ship = save_pretrained(
+        folder,
+        "multimnist",
+        folder=c.out / "weights",
+        tolerance=c.budget.ship_tolerance,
+        score=score,
+    )["shipped"]
+    return {
+        "test_error": history["epochs"][-1]["test_error"],
+        "test_count": history["epochs"][-1]["test_count"],
+        "test_error_per_epoch": [e["test_error"] for e in history["epochs"]],
+        "paper_test_error_percent": {
+            "capsnet": PAPER_TABLE1["r=3, reconstruction"]["multimnist"],
+            "baseline": PAPER_TABLE1["baseline"]["multimnist"],
+        },
+        "pairs": {
+            "canvas": CANVAS,
+            "max_shift": MAX_SHIFT,
+            "train_pairs_per_epoch": config.train_size,
+            "test_pairs": "one per test digit" if c.budget.multimnist_test is None else None,
+            "test_seed": TEST_PAIRS_SEED,
+        },
+        "train_config": config.to_dict(),
+        "parameters": sum(p.numel() for p in build_model(config).parameters()),
+        "wall_seconds": history["wall_seconds"],
+        "images_per_second": statistics.fmean(e["images_per_second"] for e in history["epochs"]),
+        "implementation": history["session_details"][-1],
+        "shipped": ship,
+    }
+
+
+def _ship(c: Campaign, name: str, folder: str, accuracy_to_beat: float, best: float) -> dict:
+    """Ship the run in ``folder`` as ``OUT/weights/<name>`` if it beats the shipped one
+    (in --smoke always, to exercise the step)."""
+    if not (c.budget.always_ship or best > accuracy_to_beat):
+        return {"shipped": False, "reason": f"{best:.4f} does not beat {accuracy_to_beat:.4f}"}
+    record = save_pretrained(
+        c.runs / folder,
+        name,
+        folder=c.out / "weights",
+        data_root=c.data_root,
+        tolerance=c.budget.ship_tolerance,
+    )
+    return {
+        "shipped": True,
+        "folder": str(c.out / "weights"),
+        "run": folder,
+        "float16_test_accuracy": record["shipped"]["test_accuracy"],
+    }
+
+
+def _paper(c: Campaign) -> dict[str, Any]:
+    variants = {"no averaging": 0.0, "averaging 0.9995": 0.9995}
+    results, runs = {}, {}
+    for variant, decay in variants.items():
+        histories = []
+        for seed in c.budget.seeds:
+            folder = f"paper/{'ema' if decay else 'plain'}-seed{seed}"
+            config = c.config(
+                "paper", c.budget.capsnet, seed=seed, weight_averaging=decay, test_size=None
+            )
+            histories.append(c.train(config, folder))
+            runs[folder] = histories[-1]["test_accuracy"]
+        accuracies = [h["test_accuracy"] for h in histories]
+        results[variant] = {
+            "test_accuracies": accuracies,
+            **_spread(accuracies),
+            "wall_seconds": [h["wall_seconds"] for h in histories],
+        }
+    better = max(results, key=lambda v: results[v]["mean"])
+    prefix = f"paper/{'ema' if variants[better] else 'plain'}-"
+    best_run = max((f for f in runs if f.startswith(prefix)), key=runs.get)
+    _, shipped = load_pretrained("mnist")
+    ship = _ship(c, "mnist", best_run, shipped["shipped"]["test_accuracy"], runs[best_run])
+    return {
+        "variants": results,
+        "better_variant": better,
+        "best_run": best_run,
+        "best_test_accuracy": runs[best_run],
+        "ship": ship,
+    }
+
+
+#: affNIST's rotation, shear and scale (TFF's approximation, as capsnotes.affine), with
+#: translations across the 40×40 canvas (up to the ±6 pixels of the training placement).
+AFFINE_40 = AffineRanges(translation_pixels=6.0)
+
+
+def _affine40(c: Campaign) -> dict[str, Any]:
+    canvas = {"canvas": 40, "max_shift": 6, "epochs": c.budget.affine40_epochs}
+    test_set = load_dataset("mnist", False, c.data_root).subset(c.budget.affine40_test).padded(40)
+    parameters = random_affine_parameters(len(test_set), AFFINE_40, seed=0)
+    results = {}
+    for kind, profile_name, sizes in (
+        ("capsnet", "paper", c.budget.capsnet),
+        ("cnn", "paper-cnn", c.budget.cnn),
+    ):
+        config = c.config(profile_name, sizes | {"image_size": 40}, **canvas)
+        history = c.train(config, f"affine40/{kind}")
+        model = c.load_model(f"affine40/{kind}", config)
+        results[kind] = {
+            "plain_accuracy": accuracy(model, test_set, AffineParameters.identity(len(test_set))),
+            "affine_accuracy": accuracy(model, test_set, parameters),
+            "train_test_accuracy": history["test_accuracy"],
+            "wall_seconds": history["wall_seconds"],
+        }
+    return {
+        "ranges": dataclasses.asdict(AFFINE_40),
+        "seed": 0,
+        "canvas": 40,
+        "count": len(test_set),
+        "models": results,
+        "capsnet_accuracy": results["capsnet"]["affine_accuracy"],
+        "cnn_accuracy": results["cnn"]["affine_accuracy"],
+        "paper": {"capsnet_accuracy": 0.79, "cnn_accuracy": 0.66},
+    }
+
+
+def _fashion(c: Campaign) -> dict[str, Any]:
+    config = c.config("paper", c.budget.capsnet, dataset="fashion-mnist", test_size=None)
+    history = c.train(config, "fashion/seed0")
+    _, shipped = load_pretrained("fashion-mnist")
+    ship = _ship(
+        c,
+        "fashion-mnist",
+        "fashion/seed0",
+        shipped["shipped"]["test_accuracy"],
+        history["test_accuracy"],
+    )
+    return {
+        "test_accuracy": history["test_accuracy"],
+        "epochs": len(history["epochs"]),
+        "wall_seconds": history["wall_seconds"],
+        "ship": ship,
+    }
+
+
+def _speed(c: Campaign) -> dict[str, Any]:
+    from benchmarks.compare import compare, matmul_peak
+
+    smoke_run = c.budget.compare_steps is not None
+    on_gpu = c.device.type == "cuda"
+    rows = compare(
+        c.device,
+        batch_size=4 if smoke_run else 128,
+        steps=c.budget.compare_steps or 100,
+        rounds=1 if smoke_run else 3,
+        warmup=1 if smoke_run else 20,
+        root=data_root(c.data_root),
+        ablation=not smoke_run,
+        larger_batches=() if smoke_run or not on_gpu else (256, 512),
+    )
+    return {
+        "rows": rows,
+        "speedup_vs_baseline": rows["capsnotes"]["images_per_second"]
+        / rows["baseline"]["images_per_second"],
+        "matmul_peak": matmul_peak(c.device),
+    }
+
+
+STAGE_FUNCTIONS: dict[str, Callable[[Campaign], dict[str, Any]]] = {
+    "table1": _table1,
+    "paper": _paper,
+    "multimnist": _multimnist,
+    "affine40": _affine40,
+    "fashion": _fashion,
+    "speed": _speed,
+}
+#: the datasets each stage reads
+NEEDS = {"fashion": ("fashion-mnist",)}
+
+
+def preflight(stages: list[str], data_root: str | Path | None, out: Path) -> None:
+    """Fail now, before any training, on what would fail later: a missing dataset, an
+    output folder that cannot be written, a shipped model that cannot be read."""
+    for stage in stages:
+        for name in ("mnist", *NEEDS.get(stage, ())):
+            load_dataset(name, True, data_root, download=False)
+            load_dataset(name, False, data_root, download=False)
+    out.mkdir(parents=True, exist_ok=True)
+    probe = out / ".writable"
+    probe.write_text("")
+    probe.unlink()
+    if "paper" in stages:
+        load_pretrained("mnist")
+    if "fashion" in stages:
+        load_pretrained("fashion-mnist")
+
+
+def stages_to_run(scale: str, stages: list[str] | None) -> list[str]:
+    """``stages`` (default: all of the scale's) in the campaign's order; raises if the
+    scale does not run one of them."""
+    budget = SCALES[scale]
+    wanted = stages or budget.stages
+    unknown = [s for s in wanted if s not in budget.stages]
+    if unknown:
+        raise ValueError(f"the {scale} scale has no stage {unknown}; it runs {budget.stages}")
+    return [s for s in STAGES if s in wanted]
+
+
+def run_campaign(
+    out: str | Path,
+    stages: list[str] | None = None,
+    *,
+    scale: str = "full",
+    smoke_run: bool = False,
+    device: torch.device | str | None = None,
+    data_root: str | Path | None = None,
+    runs: str | Path | None = None,
+    command: str = "",
+    progress: bool = False,
+) -> dict[str, dict[str, Any]]:
+    """Run ``stages`` (default: all of the scale's, in order); returns the records
+    written by this call."""
+    budget = SCALES[scale]
+    if smoke_run:
+        budget = smoke(budget)
+    stages = stages_to_run(scale, stages)
+    out = Path(out)
+    preflight(stages, data_root, out)
+    campaign = Campaign(
+        out,
+        Path(runs) if runs else out / "runs",
+        budget,
+        resolve_device(device),
+        data_root,
+        command,
+        progress,
+    )
+    records = {}
+    for stage in stages:
+        if (out / f"{stage}.json").exists():
+            continue
+        started = time.perf_counter()
+        values = STAGE_FUNCTIONS[stage](campaign)
+        values["stage_seconds"] = time.perf_counter() - started
+        values["smoke"] = smoke_run
+        records[stage] = campaign.record(stage, values)
+    return records
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.campaign",
+        description=__doc__.split("\n\n")[0],
+        epilog="scales:\n" + "\n".join(f"  {name}: {b.reason}" for name, b in SCALES.items()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--out", required=True, metavar="DIR", help="records and weights")
+    parser.add_argument("--runs", metavar="DIR", help="training runs (default: OUT/runs)")
+    parser.add_argument("--scale", choices=SCALES, default="full")
+    parser.add_argument("--stages", nargs="+", choices=STAGES, metavar="STAGE")
+    parser.add_argument("--smoke", action="store_true", help="tiny subsets and models")
+    parser.add_argument("--device", default="auto", help="auto (default), cpu, cuda")
+    parser.add_argument("--data-root", metavar="PATH", help="data folder")
+    parser.add_argument("--progress", action="store_true", help="report each epoch")
+    args = parser.parse_args(argv)
+    try:
+        stages_to_run(args.scale, args.stages)
+        restart_retaining_freed_memory("benchmarks.campaign", argv)  # once the stages are known
+        records = run_campaign(
+            args.out,
+            args.stages,
+            scale=args.scale,
+            smoke_run=args.smoke,
+            device=args.device,
+            data_root=args.data_root,
+            runs=args.runs,
+            command="python -m benchmarks.campaign " + shlex.join(argv),
+            progress=args.progress,
+        )
+    except (ValueError, FileNotFoundError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    for stage, record in records.items():
+        print(f"{stage}: {record['stage_seconds']:.0f} s, wrote {args.out}/{stage}.json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,137 @@
+"""Does bf16 autocast cost accuracy on a CPU? The same runs in float32 and in bf16.
+
+    python -m benchmarks.precision --runs ~/capsnotes-runs/precision --record NAME
+
+For each seed, the ``quick`` profile and one epoch of the ``paper`` profile train twice
+with the trainer (:func:`capsnotes.train.train`): once with ``mixed_precision`` off
+(float32 throughout) and once with it on, where the trainer times float32 and bf16
+autocast on the real batch and, on a CPU with bf16 units, picks bf16 (the record says
+what it picked). Same seed, same initial weights, same batches: the only difference is
+the precision of the forward pass. The record (``benchmarks/results/NAME.json``) keeps
+per run the test accuracy, the losses of every step, the seconds and the chosen
+implementation, so that the difference between precisions can be set against the spread
+between seeds. Runs live in ``--runs`` and resume there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import statistics
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from benchmarks.compare import RESULTS, cpu_details
+from capsnotes.allocator import allocator_setting, restart_retaining_freed_memory
+from capsnotes.config import profile
+from capsnotes.devices import device_name
+from capsnotes.files import write_json
+from capsnotes.train import train
+
+#: name → (profile, overrides) of the runs compared
+PROTOCOLS: dict[str, tuple[str, dict[str, Any]]] = {
+    "quick": ("quick", {}),
+    "paper, 1 epoch": ("paper", {"epochs": 1}),
+}
+
+
+def run_record(history: dict[str, Any]) -> dict[str, Any]:
+    """What the comparison keeps of one finished run."""
+    details = history["session_details"][-1]
+    epochs = history["epochs"]
+    return {
+        "test_accuracy": history["test_accuracy"],
+        "test_count": history["train_config"]["test_size"],
+        "precision": details["precision"],
+        "convolution": details.get("convolution"),
+        "wall_seconds": history["wall_seconds"],
+        "train_seconds": sum(e["seconds"] for e in epochs),
+        "images_per_second": statistics.mean(e["images_per_second"] for e in epochs),
+        "step_margin_loss": [x for e in epochs for x in e["step_margin_loss"]],
+        "step_reconstruction_loss": [x for e in epochs for x in e["step_reconstruction_loss"]],
+        "test_margin_loss": [e["test_margin_loss"] for e in epochs],
+        "test_accuracy_per_epoch": [e["test_accuracy"] for e in epochs],
+    }
+
+
+def summary(runs: list[dict[str, Any]]) -> dict[str, float]:
+    accuracies = [r["test_accuracy"] for r in runs]
+    return {
+        "mean": statistics.mean(accuracies),
+        "std": statistics.stdev(accuracies) if len(accuracies) > 1 else 0.0,
+        "min": min(accuracies),
+        "max": max(accuracies),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.precision", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--runs", required=True, type=Path, help="folder of the training runs")
+    parser.add_argument("--record", required=True, metavar="NAME")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--protocols", nargs="+", default=list(PROTOCOLS), choices=PROTOCOLS)
+    parser.add_argument("--data-root", default=None)
+    args = parser.parse_args(argv)
+    restart_retaining_freed_memory("benchmarks.precision", argv)
+    command = "python -m benchmarks.precision " + shlex.join(argv)
+    results: dict[str, Any] = {}
+    for protocol in args.protocols:
+        name, overrides = PROTOCOLS[protocol]
+        runs: dict[str, list[dict[str, Any]]] = {"float32": [], "bf16 autocast (if chosen)": []}
+        for seed in args.seeds:
+            for label, mixed in (("float32", False), ("bf16 autocast (if chosen)", True)):
+                config = profile(name, seed=seed, mixed_precision=mixed, **overrides)
+                folder = args.runs / f"{name}-{config.key()}"
+                history = train(
+                    config,
+                    folder,
+                    device="cpu",
+                    data_root=args.data_root,
+                    progress=False,
+                    provenance={"command": command},
+                ).history
+                record = run_record(history) | {"seed": seed, "folder": folder.name}
+                runs[label].append(record)
+                print(
+                    f"{protocol}, seed {seed}, {record['precision']}: "
+                    f"{record['test_accuracy']:.4f} in {record['wall_seconds']:.0f} s",
+                    flush=True,
+                )
+        pairs = zip(runs["float32"], runs["bf16 autocast (if chosen)"], strict=True)
+        differences = [b["test_accuracy"] - a["test_accuracy"] for a, b in pairs]
+        results[protocol] = {
+            "profile": name,
+            "overrides": overrides,
+            "runs": runs,
+            "summary": {label: summary(r) for label, r in runs.items()},
+            "paired_difference": {
+                "per_seed": differences,
+                "mean": statistics.mean(differences),
+                "std": statistics.stdev(differences) if len(differences) > 1 else 0.0,
+            },
+        }
+    record = {
+        "device": device_name("cpu"),
+        "cpu": cpu_details(),
+        "torch": torch.__version__,
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": command,
+        "allocator": allocator_setting(),
+        "seeds": args.seeds,
+        "protocols": results,
+    }
+    path = RESULTS / f"{args.record}.json"
+    write_json(path, record)
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""How fast does the trainer train narrower CapsNets on this machine? The measurement
+that chose the campaign's CPU scale (``benchmarks/campaign.py``).
+
+    python -m benchmarks.widths --record cpu-amd-zen5-2core-widths
+
+For each candidate — the first convolution's channels and the primary capsule types, on
+28×28 MNIST digits (r = 1 and r = 3) and on the 36×36 MultiMNIST canvas, and the CPU
+baseline CNN — the run the trainer would build (:func:`capsnotes.run.build_run`, its
+implementation and precision chosen by timing) trains a few batches of 128 real images,
+after warm-up; the median of the rounds gives images per second, and the FLOP count of
+the model (:func:`capsnotes.flops.training_flops_per_image`) the arithmetic per image.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import statistics
+import sys
+import time
+from datetime import datetime, timezone
+
+import torch
+
+from benchmarks.compare import RESULTS, cpu_details
+from capsnotes.allocator import allocator_setting, restart_retaining_freed_memory
+from capsnotes.config import profile
+from capsnotes.data import batches, load_dataset
+from capsnotes.devices import device_name
+from capsnotes.files import write_json
+from capsnotes.flops import training_flops_per_image
+from capsnotes.run import build_run
+
+#: name → (profile, model fields)
+CANDIDATES = {
+    "capsnet 256/32 (the paper's), 28x28, r=3": ("paper", {}),
+    "capsnet 128/16, 28x28, r=3": ("paper", {"conv_channels": 128, "primary_channels": 16}),
+    "capsnet 128/16, 28x28, r=1": (
+        "paper",
+        {"conv_channels": 128, "primary_channels": 16, "routing_iterations": 1},
+    ),
+    "capsnet 64/8, 28x28, r=3": ("paper", {"conv_channels": 64, "primary_channels": 8}),
+    "capsnet 64/8, 28x28, r=1": (
+        "paper",
+        {"conv_channels": 64, "primary_channels": 8, "routing_iterations": 1},
+    ),
+    "capsnet 256/32, 36x36, r=3": ("paper", {"image_size": 36}),
+    "capsnet 128/16, 36x36, r=3": (
+        "paper",
+        {"image_size": 36, "conv_channels": 128, "primary_channels": 16},
+    ),
+    "capsnet 64/8, 36x36, r=3": (
+        "paper",
+        {"image_size": 36, "conv_channels": 64, "primary_channels": 8},
+    ),
+    "cnn (the cnn profile, 1.25M parameters)": ("cnn", {}),
+}
+
+
+def images_per_second(name: str, model: dict, data, steps: int, rounds: int) -> dict:
+    config = profile(name, batch_size=128, model=model)
+    canvas = config.model.image_size
+    images = data.padded(canvas) if canvas != 28 else data
+    generator = torch.Generator().manual_seed(0)
+    stream = batches(images, 128, shuffle=True, max_shift=2, generator=generator, drop_last=True)
+    run = build_run(config, "cpu", sample=next(stream))
+    for _ in range(2):
+        run.step(*next(stream))
+    times = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        for _ in range(steps):
+            run.step(*next(stream))
+        times.append((time.perf_counter() - started) / steps)
+    per_step = statistics.median(times)
+    result = {
+        "images_per_second": 128 / per_step,
+        "parameters": sum(p.numel() for p in run.model.parameters()),
+        "implementation": {k: v for k, v in run.details.items() if k != "step_seconds"},
+    }
+    if config.architecture == "capsnet":
+        result["training_gflop_per_image"] = training_flops_per_image(config.model) / 1e9
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.widths")
+    parser.add_argument("--record", required=True, metavar="NAME")
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--data-root", default=None)
+    args = parser.parse_args(argv)
+    restart_retaining_freed_memory("benchmarks.widths", argv)
+    data = load_dataset("mnist", True, args.data_root).subset(4096, seed=0)
+    rows = {}
+    for label, (name, model) in CANDIDATES.items():
+        rows[label] = images_per_second(name, model, data, args.steps, args.rounds)
+        print(f"{label:45s} {rows[label]['images_per_second']:8.0f} img/s", flush=True)
+    record = {
+        "device": device_name("cpu"),
+        "cpu": cpu_details(),
+        "torch": torch.__version__,
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": "python -m benchmarks.widths " + shlex.join(argv),
+        "allocator": allocator_setting(),
+        "batch_size": 128,
+        "rows": rows,
+    }
+    write_json(RESULTS / f"{args.record}.json", record)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
