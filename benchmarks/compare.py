@@ -166,7 +166,7 @@ def capsnotes_stepper(
         graphed=graphed and not compiled,
     )
     if notes is not None and not on_gpu:
-        notes["convolution"] = run.model.implementation["convolution"]
+        notes["convolution"] = run.details["convolution"]
         notes["precision"] = run.details["precision"]
         for key in ("step_seconds", "matmul_gflops"):
             if key in run.details:

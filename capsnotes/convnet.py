@@ -122,7 +122,6 @@ class ConvNet(nn.Module):
             dense += [nn.Linear(fan_in, fan_out), nn.ReLU(inplace=True)]
         dense += [nn.Dropout(config.dropout), nn.Linear(sizes[-1], config.num_classes)]
         self.classifier = nn.Sequential(*dense)
-        self.implementation = {"convolution": "native"}
 
     def forward(self, images: Tensor, labels: Tensor | None = None) -> ConvNetOutput:
         cfg = self.config

@@ -12,11 +12,18 @@ from collections.abc import Sequence
 
 from torch import Tensor, nn
 
-from .checks import check_class_indices, check_float_tensor, check_positive_ints
+from .checks import ClassIndices, FloatTensor, check_positive_ints, checked
 
 __all__ = ["Decoder", "mask_capsules"]
 
 
+@checked(
+    capsules=FloatTensor("[batch, classes, dim]", dims=3),
+    classes=ClassIndices(
+        num_classes=lambda arguments: arguments["capsules"].shape[1],
+        batch=lambda arguments: arguments["capsules"].shape[0],
+    ),
+)
 def mask_capsules(capsules: Tensor, classes: Tensor) -> Tensor:
     """Keep the capsule of ``classes[b]`` in each example, zero the rest, and flatten.
 
@@ -27,9 +34,7 @@ def mask_capsules(capsules: Tensor, classes: Tensor) -> Tensor:
     Returns:
         ``[B, num_classes * dim]``.
     """
-    check_float_tensor("capsules", capsules, "[batch, classes, dim]", dims=3)
     num_classes = capsules.shape[1]
-    check_class_indices("classes", classes, num_classes, batch=capsules.shape[0])
     keep = nn.functional.one_hot(classes, num_classes).to(capsules.dtype)  # [B, classes]
     return (capsules * keep.unsqueeze(-1)).flatten(1)
 

@@ -1,9 +1,10 @@
 """Fast kernels: tested variants that compute exactly what the reference code computes.
 
 The chapters teach ``nn.Conv2d`` and :func:`capsnotes.dynamic_routing`. A model can be
-built with either implementation of each (``CapsNet(config, routing="fused",
-convolution="matmul")``); which one is faster on a machine is decided elsewhere
-(:mod:`capsnotes.tuning`). Both are tested against the reference (``tests/test_kernels.py``):
+built with the variants here instead (``CapsNet(config, routing=fused_dynamic_routing,
+convolution=MatmulConv2d)``); which is faster on a machine is decided by
+:mod:`capsnotes.tuning`, which also maps the names the configurations use to them. Both
+are tested against the reference (``tests/test_kernels.py``):
 
 * :class:`MatmulConv2d` — on a CPU, a training step of CapsNet is dominated by the 9×9
   stride-2 primary-capsule convolution, and on some CPUs oneDNN's backward kernels for it
@@ -20,32 +21,15 @@ Measured effects are in the Performance chapter and ``benchmarks/``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .checks import check_choice
-from .routing import check_iterations, dynamic_routing
+from .checks import check_iterations
+from .routing import dynamic_routing
 from .squash import squash
 
-__all__ = [
-    "CONVOLUTIONS",
-    "ROUTINGS",
-    "MatmulConv2d",
-    "conv2d_as_matmul",
-    "fused_dynamic_routing",
-    "make_conv2d",
-    "patches",
-    "routing_function",
-]
-
-#: How a model's convolutions can be computed: torch's own kernels, or im2col + matmul.
-CONVOLUTIONS = ("native", "matmul")
-#: How a model's routing can be computed: Procedure 1 through autograd, or with the
-#: hand-written backward.
-ROUTINGS = ("reference", "fused")
+__all__ = ["MatmulConv2d", "conv2d_as_matmul", "fused_dynamic_routing", "patches"]
 
 
 def patches(x: Tensor, kernel_size: int, stride: int) -> Tensor:
@@ -253,24 +237,3 @@ def fused_dynamic_routing(
     if return_coupling or u_hat.dim() != 4 or not u_hat.is_floating_point():
         return dynamic_routing(u_hat, iterations, return_coupling)
     return _FusedRouting.apply(u_hat, check_iterations(iterations))
-
-
-def routing_function(name: str) -> Callable[..., Tensor | tuple[Tensor, Tensor]]:
-    """The routing implementation called ``name`` (one of :data:`ROUTINGS`)."""
-    check_choice("routing implementation", name, ROUTINGS)
-    return fused_dynamic_routing if name == "fused" else dynamic_routing
-
-
-def make_conv2d(
-    in_channels: int,
-    out_channels: int,
-    kernel_size: int,
-    stride: int = 1,
-    implementation: str = "native",
-) -> nn.Conv2d:
-    """An unpadded convolution computed by ``implementation`` (one of
-    :data:`CONVOLUTIONS`): an ``nn.Conv2d`` or a :class:`MatmulConv2d`, which have the
-    same parameters, so either loads the other's weights."""
-    check_choice("convolution implementation", implementation, CONVOLUTIONS)
-    layer = MatmulConv2d if implementation == "matmul" else nn.Conv2d
-    return layer(in_channels, out_channels, kernel_size, stride=stride)

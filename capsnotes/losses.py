@@ -3,48 +3,47 @@ loss (§4.1), combined in one place, :func:`capsnet_loss`."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import torch
 from torch import Tensor
 
-from .checks import check_class_indices, check_float_tensor
-from .model import CapsNetOutput
+from .checks import (
+    FloatTensor,
+    check_capsule_target,
+    check_margins,
+    check_pixel_counts,
+    checked,
+)
 
-__all__ = ["Loss", "capsnet_loss", "class_presence", "margin_loss", "reconstruction_loss"]
+__all__ = [
+    "CapsuleOutput",
+    "Loss",
+    "capsnet_loss",
+    "class_presence",
+    "margin_loss",
+    "reconstruction_loss",
+]
 
 
-def class_presence(
-    target: Tensor, num_classes: int, dtype: torch.dtype, batch: int | None = None
-) -> Tensor:
-    """``T_k``: 1 where class ``k`` is present, as ``[B, num_classes]`` of ``dtype``.
+class CapsuleOutput(Protocol):
+    """What :func:`capsnet_loss` reads of a model's output (:class:`~capsnotes.CapsNet`'s
+    and MultiMNIST's ``PairedCapsNet``'s both have it)."""
 
-    ``target`` is either class indices ``[B]`` (one class per image, each in
-    ``[0, num_classes)``) or already a presence matrix ``[B, num_classes]`` (several
-    classes per image, as in MultiMNIST). With ``batch``, ``B`` must equal it.
-    """
-    if not torch.is_tensor(target):
-        raise TypeError(f"target must be a torch.Tensor, got {type(target).__name__}")
+    capsules: Tensor  #: ``[B, classes, dim]``
+    reconstructions: Tensor  #: ``[B, ...]``, as many values per example as its target
+
+
+def class_presence(target: Tensor, num_classes: int, dtype: torch.dtype) -> Tensor:
+    """``T_k``: 1 where class ``k`` is present, as ``[B, num_classes]`` of ``dtype``, from
+    class indices ``[B]`` or from a presence matrix ``[B, num_classes]`` (several classes
+    per image, as in MultiMNIST)."""
     if target.dim() == 1:
-        check_class_indices("target", target, num_classes, batch)
         return torch.nn.functional.one_hot(target.long(), num_classes).to(dtype)
-    expected = (batch if batch is not None else target.shape[0], num_classes)
-    if target.dim() == 2 and tuple(target.shape) == expected and not target.is_complex():
-        return target.to(dtype)
-    rows = "batch" if batch is None else batch
-    raise ValueError(
-        f"target must be class indices [{rows}] or presence [{rows}, {num_classes}], "
-        f"got shape {tuple(target.shape)}"
-    )
+    return target.to(dtype)
 
 
-def _check_margins(m_pos: float, m_neg: float, lam: float) -> None:
-    if not 0 <= m_neg < m_pos:
-        raise ValueError(f"margins must satisfy 0 <= m_neg < m_pos, got {m_neg}, {m_pos}")
-    if not lam >= 0:
-        raise ValueError(f"lam must be >= 0, got {lam}")
-
-
+@checked(check_capsule_target, check_margins, v=FloatTensor("[batch, classes, dim]", dims=3))
 def margin_loss(
     v: Tensor,
     target: Tensor,
@@ -68,9 +67,7 @@ def margin_loss(
     Returns:
         A scalar tensor.
     """
-    check_float_tensor("v", v, "[batch, classes, dim]", dims=3)
-    _check_margins(m_pos, m_neg, lam)
-    present = class_presence(target, v.shape[1], v.dtype, batch=v.shape[0])  # T_k
+    present = class_presence(target, v.shape[1], v.dtype)  # T_k: [B, classes]
     lengths = torch.linalg.vector_norm(v, dim=-1)  # [B, classes]
     # Both hinge terms are squared: the gradient fades as a length reaches its margin.
     loss_present = present * torch.relu(m_pos - lengths).pow(2)
@@ -78,6 +75,7 @@ def margin_loss(
     return (loss_present + loss_absent).sum(dim=1).mean()
 
 
+@checked(check_pixel_counts)
 def reconstruction_loss(reconstructions: Tensor, images: Tensor, weight: float = 0.0005) -> Tensor:
     """Sum of squared pixel errors per image, times ``weight``, averaged over the batch.
 
@@ -88,19 +86,6 @@ def reconstruction_loss(reconstructions: Tensor, images: Tensor, weight: float =
         reconstructions: ``[B, ...]`` with as many values per image as ``images``.
         images: ``[B, C, H, W]`` (or any ``[B, ...]``), pixels in ``[0, 1]``.
     """
-    check_float_tensor("reconstructions", reconstructions)
-    if not torch.is_tensor(images):
-        raise TypeError(f"images must be a torch.Tensor, got {type(images).__name__}")
-    if reconstructions.shape[0] != images.shape[0]:
-        raise ValueError(
-            f"batch sizes differ: {reconstructions.shape[0]} reconstructions for "
-            f"{images.shape[0]} images"
-        )
-    if reconstructions[0].numel() != images[0].numel():
-        raise ValueError(
-            f"each reconstruction must have as many pixels as its image: "
-            f"{tuple(reconstructions.shape[1:])} vs {tuple(images.shape[1:])}"
-        )
     errors = (reconstructions.flatten(1) - images.flatten(1).to(reconstructions.dtype)).pow(2)
     return weight * errors.sum(dim=1).mean()
 
@@ -113,7 +98,7 @@ class Loss(NamedTuple):
 
 
 def capsnet_loss(
-    output: CapsNetOutput, images: Tensor, target: Tensor, reconstruction_weight: float = 0.0005
+    output: CapsuleOutput, images: Tensor, target: Tensor, reconstruction_weight: float = 0.0005
 ) -> Loss:
     """The objective CapsNet is trained with (§4.1): the margin loss of the digit capsules
     plus ``reconstruction_weight`` × the summed squared error of the reconstructions.

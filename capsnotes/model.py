@@ -20,17 +20,18 @@ import torch
 from torch import Tensor, nn
 
 from .checks import (
-    check_class_indices,
-    check_float_tensor,
+    ModelImages,
+    ModelLabels,
     check_int,
+    check_iterations,
     check_positive_ints,
+    checked,
     dataclass_from_dict,
 )
 from .decoder import Decoder
 from .digit_capsules import DigitCapsules
-from .kernels import make_conv2d
 from .primary_capsules import PrimaryCapsules, conv_output_size
-from .routing import check_iterations
+from .routing import Routing, dynamic_routing
 
 __all__ = ["CapsNet", "CapsNetConfig", "CapsNetOutput"]
 
@@ -99,18 +100,19 @@ class CapsNet(nn.Module):
     ``[0, 1]``) and optional integer ``labels`` ``[B]``; the decoder reconstructs from the
     capsule of the label when given, of the prediction otherwise.
 
-    ``routing`` (``"reference"`` or ``"fused"``) and ``convolution`` (``"native"`` or
-    ``"matmul"``) choose how routing and the two convolutions are computed
-    (:mod:`capsnotes.kernels`): the parameters, the ``state_dict`` and the results are the
-    same with every choice, so weights trained with one load into another.
+    ``routing`` (a function with the signature of :func:`~capsnotes.dynamic_routing`)
+    and ``convolution`` (``nn.Conv2d`` or a class with its parameters) say how routing and
+    the two convolutions are computed. The fast ones of chapter 11 compute the same
+    results with the same parameters and ``state_dict``, so weights trained with one
+    load into another.
     """
 
     def __init__(
         self,
         config: CapsNetConfig | None = None,
         *,
-        routing: str = "reference",
-        convolution: str = "native",
+        routing: Routing = dynamic_routing,
+        convolution: type[nn.Conv2d] = nn.Conv2d,
         **overrides: Any,
     ) -> None:
         super().__init__()
@@ -119,9 +121,7 @@ class CapsNet(nn.Module):
         elif overrides:
             config = dataclasses.replace(config, **overrides)
         self.config = config
-        self.conv1 = make_conv2d(
-            config.in_channels, config.conv_channels, config.conv_kernel, 1, convolution
-        )
+        self.conv1 = convolution(config.in_channels, config.conv_channels, config.conv_kernel)
         self.primary = PrimaryCapsules(
             config.conv_channels,
             config.primary_channels,
@@ -144,12 +144,10 @@ class CapsNet(nn.Module):
             config.in_channels * config.image_size**2,
             config.decoder_hidden,
         )
-        #: how this model computes routing and its convolutions (for the records)
-        self.implementation = {"routing": routing, "convolution": convolution}
 
+    @checked(images=ModelImages())
     def primary_capsules(self, images: Tensor) -> Tensor:
         """Images ``[B, C, H, W]`` → primary capsules ``u`` ``[B, num_primary, primary_dim]``."""
-        self.check_images(images)
         return self.primary(torch.relu(self.conv1(images)))
 
     def encode(self, images: Tensor, return_coupling: bool = False) -> Any:
@@ -157,29 +155,13 @@ class CapsNet(nn.Module):
         the last coupling coefficients ``[B, num_primary, num_classes]`` if asked)."""
         return self.digits(self.primary_capsules(images), return_coupling=return_coupling)
 
+    @checked(images=ModelImages(), labels=ModelLabels())
     def forward(self, images: Tensor, labels: Tensor | None = None) -> CapsNetOutput:
-        capsules = self.encode(images)
-        lengths = torch.linalg.vector_norm(capsules, dim=-1)
+        capsules = self.encode(images)  # v: [B, classes, digit_dim]
+        lengths = torch.linalg.vector_norm(capsules, dim=-1)  # ‖v_j‖: [B, classes]
         predictions = lengths.argmax(dim=1)
-        if labels is not None:
-            self.check_labels(labels, images.shape[0])
         # Training: reconstruct from the true class; evaluation: from the predicted one.
         chosen = predictions if labels is None else labels
-        pixels = self.decoder(capsules, chosen)
+        pixels = self.decoder(capsules, chosen)  # [B, C·H·W]
         reconstructions = pixels.view(images.shape)
         return CapsNetOutput(capsules, lengths, predictions, reconstructions)
-
-    def check_images(self, images: Tensor) -> None:
-        """Raise ``TypeError``/``ValueError`` unless ``images`` is ``[B, C, H, W]`` floats."""
-        cfg = self.config
-        check_float_tensor(
-            "images",
-            images,
-            f"[batch, {cfg.in_channels}, {cfg.image_size}, {cfg.image_size}] (pixels in [0, 1])",
-            shape=(None, cfg.in_channels, cfg.image_size, cfg.image_size),
-        )
-
-    def check_labels(self, labels: Tensor, batch: int) -> None:
-        """Raise unless ``labels`` is an integer tensor ``[batch]`` of valid classes (see
-        :func:`capsnotes.checks.check_class_indices`)."""
-        check_class_indices("labels", labels, self.config.num_classes, batch)

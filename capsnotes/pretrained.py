@@ -50,13 +50,13 @@ PRETRAINED: dict[str, str] = {
     "mnist": "the paper's MNIST CapsNet (3 routing iterations, with the decoder)",
     "fashion-mnist": "the paper's CapsNet trained on Fashion-MNIST",
     "cnn-mnist": "the baseline CNN (the `cnn` profile) trained on MNIST",
-    "multimnist": "a CapsNet for two overlapping digits (MultiMNIST, the book's CPU scale)",
 }
 
 
 def pretrained_files(name: str, folder: Path | None = None) -> tuple[Path, Path]:
-    """The weights file and the provenance record of the shipped model ``name``."""
-    if not isinstance(name, str) or name not in PRETRAINED:
+    """The weights file and the provenance record of the model ``name``: one of the
+    shipped models (:data:`PRETRAINED`), or with ``folder`` any model stored there."""
+    if not isinstance(name, str) or (folder is None and name not in PRETRAINED):
         raise ValueError(f"unknown pretrained model {name!r}; expected one of {sorted(PRETRAINED)}")
     folder = WEIGHTS_DIR if folder is None else Path(folder)
     return folder / f"{name}.safetensors", folder / f"{name}.json"

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from .checks import check_float_tensor, check_positive_ints
-from .kernels import make_conv2d
+from .checks import FloatTensor, check_positive_ints, checked
 from .squash import squash
 
 __all__ = ["PrimaryCapsules", "conv_output_size"]
@@ -28,14 +27,18 @@ def conv_output_size(size: int, kernel_size: int, stride: int = 1) -> int:
     return out
 
 
+def _features_shape(arguments: dict) -> tuple[int | None, ...]:
+    return (None, arguments["self"].conv.in_channels, None, None)
+
+
 class PrimaryCapsules(nn.Module):
     """Convolutional capsules: conv ``k×k``, stride ``s`` → squashed ``capsule_dim`` vectors.
 
     Input ``[B, in_channels, H, W]``; output ``u`` of shape
     ``[B, capsule_channels * H' * W', capsule_dim]``, ordered channel-major (all positions
-    of capsule channel 0 first), every vector squashed. ``convolution`` picks how the
-    convolution is computed (``"native"`` or ``"matmul"``, see :mod:`capsnotes.kernels`);
-    the parameters and the results are the same.
+    of capsule channel 0 first), every vector squashed. ``convolution`` is the class of
+    the convolution, ``nn.Conv2d`` or one with its parameters that computes the same
+    (chapter 11's ``MatmulConv2d``).
     """
 
     def __init__(
@@ -45,7 +48,7 @@ class PrimaryCapsules(nn.Module):
         capsule_dim: int = 8,
         kernel_size: int = 9,
         stride: int = 2,
-        convolution: str = "native",
+        convolution: type[nn.Conv2d] = nn.Conv2d,
     ) -> None:
         super().__init__()
         check_positive_ints(
@@ -59,18 +62,18 @@ class PrimaryCapsules(nn.Module):
         self.capsule_dim = capsule_dim
         # One convolution computes every capsule's components at once: output channel
         # c * capsule_dim + k is component k of capsule channel c.
-        self.conv = make_conv2d(
-            in_channels, capsule_channels * capsule_dim, kernel_size, stride, convolution
+        self.conv = convolution(
+            in_channels, capsule_channels * capsule_dim, kernel_size, stride=stride
         )
 
+    @checked(features=FloatTensor(shape=_features_shape))
     def forward(self, features: Tensor) -> Tensor:
-        check_float_tensor("features", features, shape=(None, self.conv.in_channels, None, None))
-        maps = self.conv(features)  # [B, C*D, H', W']
+        maps = self.conv(features)  # [B, C·D, H', W']
         batch, _, height, width = maps.shape
         capsules = maps.view(batch, self.capsule_channels, self.capsule_dim, height, width)
         # Move each capsule's components to the last axis: [B, C, H', W', D] -> [B, N, D]
         capsules = capsules.permute(0, 1, 3, 4, 2).reshape(batch, -1, self.capsule_dim)
-        return squash(capsules)
+        return squash(capsules)  # u: [B, N, D], every ‖u_i‖ < 1
 
     def num_capsules(self, height: int, width: int) -> int:
         """How many capsules an input of ``height × width`` features yields."""

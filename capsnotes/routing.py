@@ -8,25 +8,24 @@ iteration, moves each child's vote towards the parents whose output agrees with 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from torch import Tensor, nn
 
-from .checks import check_float_tensor
+from .checks import FloatTensor, Int, check_iterations, checked
 from .squash import squash
 
-__all__ = ["dynamic_routing", "DynamicRouting", "check_iterations"]
+__all__ = ["Routing", "dynamic_routing", "DynamicRouting"]
+
+#: A routing implementation: ``route(u_hat, iterations, return_coupling)`` with the
+#: signature and results of :func:`dynamic_routing`.
+Routing = Callable[..., Tensor | tuple[Tensor, Tensor]]
 
 
-def check_iterations(iterations: object) -> int:
-    """Return ``iterations`` if it is a whole number ≥ 1, else raise a clear error."""
-    if isinstance(iterations, bool) or not isinstance(iterations, int):
-        raise TypeError(f"routing iterations must be an int >= 1, got {type(iterations).__name__}")
-    if iterations < 1:
-        raise ValueError(
-            f"routing iterations must be >= 1 (1 means uniform coupling), got {iterations}"
-        )
-    return iterations
-
-
+@checked(
+    u_hat=FloatTensor("[batch, in_caps, out_caps, out_dim]", dims=4),
+    iterations=Int(minimum=1, label="routing iterations"),
+)
 def dynamic_routing(
     u_hat: Tensor, iterations: int = 3, return_coupling: bool = False
 ) -> Tensor | tuple[Tensor, Tensor]:
@@ -53,26 +52,24 @@ def dynamic_routing(
         ``v`` of shape ``[batch, out_caps, out_dim]``, or ``(v, c)`` with ``c`` of shape
         ``[batch, in_caps, out_caps]`` where every ``c[b, i, :]`` sums to 1.
     """
-    check_float_tensor("u_hat", u_hat, "[batch, in_caps, out_caps, out_dim]", dims=4)
-    check_iterations(iterations)
     batch, in_caps, out_caps, _ = u_hat.shape
-
-    # Lay the votes out as [batch, out_caps, in_caps, out_dim], so that for each example
-    # and parent the children's votes form one matrix: both sums over i below are then a
-    # single batched matrix product, with no [B, I, O, D]-sized temporary.
+    # The votes laid out [B, O, I, D]: for each example and parent the children's votes
+    # form one matrix, so both sums over the children i below are batched matrix products.
     votes = u_hat.transpose(1, 2).contiguous()
-    # b_ij: one set of logits per example, all zero, so the first coupling is uniform.
-    logits = u_hat.new_zeros(batch, in_caps, out_caps)
-    for iteration in range(iterations):
-        # Each child splits its vote among the parents: softmax over j (the last axis).
-        coupling = logits.softmax(dim=-1)
-        # s_j = Σ_i c_ij û_{j|i}:  [B, O, 1, I] @ [B, O, I, D] -> [B, O, D]
+    # Procedure 1, line 2: b_ij ← 0, one set of logits per example.
+    logits = u_hat.new_zeros(batch, in_caps, out_caps)  # b: [B, I, O]
+    for iteration in range(iterations):  # line 3: for r iterations
+        # line 4: c_i ← softmax(b_i), over the parents j: each child splits its vote.
+        coupling = logits.softmax(dim=-1)  # c: [B, I, O]
+        # line 5: s_j ← Σ_i c_ij û_{j|i}        [B, O, 1, I] @ [B, O, I, D] → [B, O, D]
         s = (coupling.transpose(1, 2).unsqueeze(2) @ votes).squeeze(2)
-        v = squash(s)
-        if iteration + 1 < iterations:
-            # Agreement a_ij = û_{j|i} · v_j:  [B, O, I, D] @ [B, O, D, 1] -> [B, O, I]
+        # line 6: v_j ← squash(s_j)
+        v = squash(s)  # v: [B, O, D]
+        if iteration + 1 < iterations:  # (after the last pass, b is never read again)
+            # line 7: b_ij ← b_ij + û_{j|i} · v_j    [B, O, I, D] @ [B, O, D, 1] → [B, O, I]
             agreement = (votes @ v.unsqueeze(-1)).squeeze(-1)
             logits = logits + agreement.transpose(1, 2)
+    # line 8: return v_j
     if return_coupling:
         return v, coupling
     return v

@@ -22,7 +22,7 @@ from .config import ARCHITECTURES, TrainConfig
 from .devices import autocast_dtype, resolve_device
 from .graphs import GraphedStep
 from .step import TrainingStep, WeightAverage
-from .tuning import PRECISIONS, choose_cpu_implementation
+from .tuning import IMPLEMENTATIONS, PRECISIONS, choose_cpu_implementation, implementations
 
 __all__ = ["TrainingRun", "build_model", "build_run", "choose_implementation", "make_optimizer"]
 
@@ -41,7 +41,7 @@ def build_model(
         )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
-        model = architecture.model(config.model, **implementation)
+        model = architecture.model(config.model, **implementations(**implementation))
     return model.to(device)
 
 
@@ -156,6 +156,11 @@ def build_run(
     chosen = chosen | (implementation or {})
     precision_name = chosen.pop("precision", None)
     model = build_model(config, device, **chosen)
+    # the names of how the model computes, for the history (the tables' first: reference)
+    names = {
+        key: chosen.get(key, next(iter(IMPLEMENTATIONS[key])))
+        for key in ARCHITECTURES[config.architecture].implementations
+    }
     graphed = (fast and device.type == "cuda") if graphed is None else graphed
     fused_adam = fast if fused_adam is None else fused_adam
     optimizer = make_optimizer(model, config.learning_rate, fused=fused_adam, capturable=graphed)
@@ -175,7 +180,7 @@ def build_run(
         "optimizer": "Adam, fused" if optimizer.defaults.get("fused") else "Adam",
         "cuda_graphs": graphed,
         "precision": str(precision or torch.float32).removeprefix("torch."),
-        **model.implementation,
+        **names,
     }
     if timings is not None:
         details |= {k: v for k, v in timings.items() if k not in ("convolution", "precision")}

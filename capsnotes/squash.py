@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from .checks import check_float_tensor, check_positive_number
+from .checks import FloatTensor, Positive, checked
 
 __all__ = ["squash", "Squash", "DEFAULT_EPS"]
 
@@ -20,6 +20,7 @@ __all__ = ["squash", "Squash", "DEFAULT_EPS"]
 DEFAULT_EPS = 1e-8
 
 
+@checked(s=FloatTensor(), eps=Positive())
 def squash(s: Tensor, dim: int = -1, eps: float = DEFAULT_EPS) -> Tensor:
     r"""Squash the vectors along ``dim`` (eq. 1).
 
@@ -35,9 +36,7 @@ def squash(s: Tensor, dim: int = -1, eps: float = DEFAULT_EPS) -> Tensor:
         ``v`` with the shape, dtype and device of ``s``; ``v`` points along ``s`` and
         ``‖v‖ < 1``.
     """
-    check_float_tensor("s", s)
-    check_positive_number("eps", eps)
-    squared_length = s.pow(2).sum(dim=dim, keepdim=True)
+    squared_length = s.pow(2).sum(dim=dim, keepdim=True)  # ‖s‖²
     # ‖s‖²/(1+‖s‖²) shrinks the length into [0, 1); dividing by ‖s‖ makes s a unit vector.
     scale = squared_length / (1.0 + squared_length) / torch.sqrt(squared_length + eps)
     return s * scale

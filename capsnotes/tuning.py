@@ -22,21 +22,48 @@ from time import perf_counter
 from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
+from .checks import check_choice
 from .devices import autocast_for, device_name
-from .kernels import CONVOLUTIONS
+from .kernels import MatmulConv2d, fused_dynamic_routing
 from .losses import capsnet_loss
 from .model import CapsNet, CapsNetConfig
+from .routing import dynamic_routing
 
 __all__ = [
     "BF16_SPEEDUP_THRESHOLD",
+    "IMPLEMENTATIONS",
     "PRECISIONS",
     "CpuChoice",
     "MatmulRates",
     "choose_cpu_implementation",
     "cpu_bf16_speedup",
+    "implementations",
 ]
+
+#: The implementations a model can be built with, by the names the configurations and
+#: the records use: the model's keyword argument → {name: what it is given}.
+IMPLEMENTATIONS: dict[str, dict[str, Any]] = {
+    "routing": {"reference": dynamic_routing, "fused": fused_dynamic_routing},
+    "convolution": {"native": nn.Conv2d, "matmul": MatmulConv2d},
+}
+
+
+def implementations(**names: str) -> dict[str, Any]:
+    """The model's keyword arguments for implementations named as in
+    :data:`IMPLEMENTATIONS`, e.g. ``{"routing": fused_dynamic_routing}`` for
+    ``routing="fused"``."""
+    chosen = {}
+    for keyword, name in names.items():
+        table = IMPLEMENTATIONS.get(keyword)
+        if table is None:
+            raise ValueError(
+                f"no implementation choice {keyword!r}; expected one of {sorted(IMPLEMENTATIONS)}"
+            )
+        chosen[keyword] = table[check_choice(f"{keyword} implementation", name, list(table))]
+    return chosen
+
 
 #: The precisions a CPU run can train in, by name: the dtype to autocast to (None:
 #: float32 throughout).
@@ -140,7 +167,10 @@ def choose_cpu_implementation(
     if rates is not None and rates.speedup >= BF16_SPEEDUP_THRESHOLD:
         precisions.append("bfloat16")
     with torch.random.fork_rng(devices=[]):  # leave the caller's random state alone
-        models = {name: CapsNet(config, routing=routing, convolution=name) for name in CONVOLUTIONS}
+        models = {
+            name: CapsNet(config, **implementations(routing=routing, convolution=name))
+            for name in IMPLEMENTATIONS["convolution"]
+        }
     candidates = [(conv, precision) for conv in models for precision in precisions]
     times: dict[tuple[str, str], list[float]] = {candidate: [] for candidate in candidates}
     for round_ in range(repeats + 1):

@@ -10,9 +10,7 @@ from capsnotes.kernels import (
     MatmulConv2d,
     conv2d_as_matmul,
     fused_dynamic_routing,
-    make_conv2d,
     patches,
-    routing_function,
 )
 
 
@@ -78,9 +76,8 @@ def test_patches_rows_are_windows():
 
 def test_matmul_conv_has_the_parameters_of_conv2d_and_rejects_padding():
     conv = torch.nn.Conv2d(4, 8, 3, stride=2)
-    fast = make_conv2d(4, 8, 3, stride=2, implementation="matmul")
-    assert type(fast) is MatmulConv2d and isinstance(fast, torch.nn.Conv2d)
-    assert type(make_conv2d(4, 8, 3, 2)) is torch.nn.Conv2d
+    fast = MatmulConv2d(4, 8, 3, stride=2)
+    assert isinstance(fast, torch.nn.Conv2d)
     fast.load_state_dict(conv.state_dict())  # the same state_dict, both ways
     conv.load_state_dict(fast.state_dict())
     x = torch.randn(2, 4, 11, 11)
@@ -89,8 +86,6 @@ def test_matmul_conv_has_the_parameters_of_conv2d_and_rejects_padding():
         torch.testing.assert_close(fast(x), conv(x))
     with pytest.raises(ValueError, match="unpadded"):
         MatmulConv2d(4, 8, 3, padding=1)
-    with pytest.raises(ValueError, match="unknown convolution implementation 'fft'"):
-        make_conv2d(4, 8, 3, implementation="fft")
 
 
 def test_a_model_built_with_the_fast_kernels_agrees_with_the_reference():
@@ -98,13 +93,12 @@ def test_a_model_built_with_the_fast_kernels_agrees_with_the_reference():
     torch.manual_seed(0)
     config = CapsNetConfig(conv_channels=16, primary_channels=8, decoder_hidden=(64, 128))
     reference = CapsNet(config).double()
-    fast = CapsNet(config, routing="fused", convolution="matmul").double()
+    fast = CapsNet(config, routing=fused_dynamic_routing, convolution=MatmulConv2d).double()
     fast.load_state_dict(reference.state_dict())
     assert isinstance(fast.primary.conv, MatmulConv2d) and isinstance(fast.conv1, MatmulConv2d)
     assert type(reference.primary.conv) is torch.nn.Conv2d
     assert fast.digits.route is fused_dynamic_routing
     assert reference.digits.route is dynamic_routing
-    assert fast.implementation == {"routing": "fused", "convolution": "matmul"}
     assert fast.state_dict().keys() == reference.state_dict().keys()
     images = torch.rand(4, 1, 28, 28, dtype=torch.float64)
     labels = torch.tensor([0, 3, 7, 9])
@@ -116,8 +110,6 @@ def test_a_model_built_with_the_fast_kernels_agrees_with_the_reference():
     torch.testing.assert_close(results[0][0], results[1][0])
     for mine, theirs in zip(results[0][1], results[1][1], strict=True):
         torch.testing.assert_close(mine, theirs)
-    with pytest.raises(ValueError, match="unknown routing implementation 'magic'"):
-        CapsNet(config, routing="magic")
 
 
 @pytest.mark.parametrize("iterations", [1, 2, 3, 5])
@@ -146,7 +138,6 @@ def test_fused_routing_checks_and_falls_back():
         fused_dynamic_routing(u_hat, 0)
     with pytest.raises(ValueError, match="out_dim"):
         fused_dynamic_routing(torch.randn(6, 3, 4), 2)
-    assert routing_function("fused") is fused_dynamic_routing
 
 
 def test_fused_routing_handles_mixed_precision_like_the_reference():

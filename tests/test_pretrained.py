@@ -180,7 +180,7 @@ def test_refusals_leave_the_shipped_files_untouched(tiny_run, tmp_path):
     with pytest.raises(ValueError, match="nothing was shipped"):
         save_pretrained(run_dir, "mnist", folder=tmp_path, data_root=root, tolerance=-1.0)
     with pytest.raises(ValueError, match="unknown pretrained model 'fashion'"):
-        save_pretrained(run_dir, "fashion", folder=tmp_path, data_root=root)
+        save_pretrained(run_dir, "fashion", data_root=root)  # not a name the package ships
     unfinished = tmp_path.parent / "unfinished"
     shutil.copytree(run_dir, unfinished)
     from capsnotes.checkpoint import load_checkpoint, save_checkpoint

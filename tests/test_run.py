@@ -4,10 +4,10 @@ construction, the optimizer, the schedule, the average and the step."""
 import pytest
 import torch
 
-from capsnotes import CapsNet, TrainConfig
+from capsnotes import CapsNet, TrainConfig, dynamic_routing
 from capsnotes.config import profile
 from capsnotes.convnet import ConvNet
-from capsnotes.kernels import MatmulConv2d
+from capsnotes.kernels import MatmulConv2d, fused_dynamic_routing
 from capsnotes.run import build_model, build_run, choose_implementation, make_optimizer
 from capsnotes.step import TrainingStep
 
@@ -18,7 +18,7 @@ def test_the_reference_run_is_plain_pytorch():
     config = TrainConfig(model=SMALL)
     run = build_run(config, "cpu", fast=False)
     assert type(run.model) is CapsNet
-    assert run.model.implementation == {"routing": "reference", "convolution": "native"}
+    assert run.model.digits.route is dynamic_routing and type(run.model.conv1) is torch.nn.Conv2d
     assert not run.optimizer.defaults["fused"]
     assert isinstance(run.step, TrainingStep) and run.average is None
     assert run.result_model is run.model
@@ -36,7 +36,7 @@ def test_a_fast_cpu_run_times_the_convolutions_on_the_sample():
     config = TrainConfig(model=SMALL, weight_averaging=0.9)
     sample = (torch.rand(4, 1, 28, 28), torch.tensor([0, 1, 2, 3]))
     run = build_run(config, "cpu", sample=sample)
-    assert run.model.implementation["routing"] == "fused"
+    assert run.model.digits.route is fused_dynamic_routing and run.details["routing"] == "fused"
     assert {"native, float32", "matmul, float32"} <= set(run.details["step_seconds"])
     timed = run.details["step_seconds"]
     chosen = f"{run.details['convolution']}, {run.details['precision']}"
@@ -53,7 +53,9 @@ def test_a_fast_cpu_run_times_the_convolutions_on_the_sample():
         sample=sample,
         implementation={"convolution": "matmul", "precision": "bfloat16"},
     )
-    assert forced.model.implementation == {"routing": "fused", "convolution": "matmul"}
+    assert (
+        isinstance(forced.model.conv1, MatmulConv2d) and forced.details["convolution"] == "matmul"
+    )
     assert forced.step.precision is torch.bfloat16 and forced.details["precision"] == "bfloat16"
     with pytest.raises(ValueError, match="unknown precision 'float16'"):
         build_run(config, "cpu", sample=sample, implementation={"precision": "float16"})

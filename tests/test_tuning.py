@@ -5,13 +5,14 @@ cache is used only where the caller keeps one."""
 import pytest
 import torch
 
-from capsnotes import CapsNetConfig
-from capsnotes.kernels import MatmulConv2d
+from capsnotes import CapsNetConfig, dynamic_routing
+from capsnotes.kernels import MatmulConv2d, fused_dynamic_routing
 from capsnotes.tuning import (
     BF16_SPEEDUP_THRESHOLD,
     MatmulRates,
     choose_cpu_implementation,
     cpu_bf16_speedup,
+    implementations,
 )
 
 SMALL = CapsNetConfig(conv_channels=8, primary_channels=2, decoder_hidden=(16, 16))
@@ -128,3 +129,18 @@ def test_the_probe_reports_the_fastest_of_its_repeats(monkeypatch):
 def test_bad_sample_is_refused():
     with pytest.raises(ValueError, match="images must be"):
         choose_cpu_implementation(SMALL, torch.rand(2, 3, 28, 28), torch.tensor([1, 2]))
+
+
+def test_the_names_the_configurations_use_map_to_the_implementations():
+    assert implementations(routing="fused", convolution="matmul") == {
+        "routing": fused_dynamic_routing,
+        "convolution": MatmulConv2d,
+    }
+    assert implementations(routing="reference", convolution="native") == {
+        "routing": dynamic_routing,
+        "convolution": torch.nn.Conv2d,
+    }
+    with pytest.raises(ValueError, match="unknown convolution implementation 'fft'"):
+        implementations(convolution="fft")
+    with pytest.raises(ValueError, match="no implementation choice 'pooling'"):
+        implementations(pooling="max")
