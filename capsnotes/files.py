@@ -18,11 +18,17 @@ from typing import Any
 __all__ = ["atomic_write_bytes", "file_sha256", "write_json"]
 
 
-def _default_mode() -> int:
-    """The permissions ``open()`` would give a new file: 0o666 less the umask."""
-    umask = os.umask(0)
+def _read_umask() -> int:
+    """The process's umask. Python can only read it by setting it, so this is done once,
+    when the module is imported, not around every write: a thread creating a file while
+    it is briefly 0 would get the wrong permissions."""
+    umask = os.umask(0o022)
     os.umask(umask)
-    return 0o666 & ~umask
+    return umask
+
+
+#: The permissions ``open()`` gives a new file: 0o666 less the umask (read at import).
+FILE_MODE = 0o666 & ~_read_umask()
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
@@ -38,7 +44,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
             out.write(data)
             out.flush()
             os.fsync(out.fileno())
-        os.chmod(temporary, _default_mode())
+        os.chmod(temporary, FILE_MODE)
         os.replace(temporary, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

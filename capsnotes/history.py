@@ -54,10 +54,6 @@ class RunHistory:
         record["train_config"] = config.to_dict()
         return cls(record)
 
-    @property
-    def epochs_done(self) -> int:
-        return len(self.record["epochs"])
-
     def add_epoch(self, epoch: dict[str, Any], call_seconds: float, details: dict) -> None:
         """Append ``epoch``'s record. ``call_seconds`` is how long the current call has
         run so far; ``details`` says how it trains (kept once per call)."""

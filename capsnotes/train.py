@@ -2,7 +2,11 @@
 
 ``train(config, out_dir)`` writes, after every epoch, ``out_dir/history.json`` and
 ``out_dir/checkpoint.safetensors`` (both atomically), and resumes from that checkpoint
-when called again with the same configuration. What a step does is
+when called again with the same configuration. The history is in both on purpose: the
+checkpoint carries the history of exactly the epochs its weights have seen (a resumed
+run continues both from one file, so they cannot disagree), and ``history.json`` is the
+record for readers and tools, written after every epoch also when the checkpoint is
+written less often (``checkpoint_every``). What a step does is
 :func:`capsnotes.step.training_step`; what a run is built from is
 :func:`capsnotes.run.build_run`.
 """

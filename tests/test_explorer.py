@@ -1,56 +1,47 @@
-"""The explorer's data: binary that survives its text form, the shipped decoder's exact
-float16 weights, and the measured labels. (The page itself: tests/test_browser.py.)"""
+"""The explorer's data (book/_ext/explorer_data.py): the shipped decoder's exact float16
+weights, images and capsules that come back from their base64 form, and a data file that
+is plain JSON. (The page itself: tests/test_browser.py.)"""
 
+import base64
 import json
+import sys
 import zlib
 
 import numpy as np
+import pytest
 import torch
 
 from capsnotes import CapsNet, CapsNetConfig
 from capsnotes.data import ImageSet
-from capsnotes.explorer import (
-    UNSAFE,
-    Binary,
-    decode_base128,
-    encode_base128,
-    explorer_payload,
-    to_javascript,
-)
+from tests.conftest import REPO
+
+# the book's build finds the module the same way: Sphinx puts book/_ext on sys.path
+sys.path.insert(0, str(REPO / "book" / "_ext"))
+from explorer_data import FORMAT, data_script, explorer_payload  # noqa: E402
+
+PREFIX = "window.CAPSNOTES_EXPLORER_DATA = "
 
 
-def test_base128_round_trips_every_byte_and_avoids_what_a_string_cannot_hold():
-    data = (
-        bytes(range(256)) * 3
-        + np.random.default_rng(0).integers(0, 256, 1001).astype(np.uint8).tobytes()
-    )
-    text = encode_base128(data)
-    assert decode_base128(text, len(data)) == data
-    assert len(text) == -(-8 * len(data) // 7)  # 7 bits per character
-    assert not set(map(chr, UNSAFE)) & set(text)
-    assert all(ord(c) < 0x80 + 0x80 for c in text)
-
-
-def test_javascript_keeps_binary_raw_and_the_rest_json():
-    blob = Binary(encode_base128(bytes(range(256))))
-    text = to_javascript({"a": [1, 2.5, "x"], "b": blob})
-    assert text.startswith('{"a":[1,2.5,"x"],"b":"') and text.endswith('"}')
-    assert blob in text
-    assert json.loads(to_javascript({"a": [1, 2.5, "x"]})) == {"a": [1, 2.5, "x"]}
-
-
-def test_the_payload_carries_the_exact_float16_decoder():
+@pytest.fixture(scope="module")
+def made():
+    """A small untrained CapsNet, 40 random images and the payload made from them."""
     torch.manual_seed(0)
     config = CapsNetConfig(conv_channels=8, primary_channels=2, decoder_hidden=(16, 32))
     model = CapsNet(config).eval()
     generator = torch.Generator().manual_seed(0)
     images = torch.randint(0, 256, (40, 1, 28, 28), generator=generator, dtype=torch.uint8)
     data = ImageSet(images, torch.arange(40) % 10, tuple("0123456789"))
-    payload = explorer_payload(model, data, per_class=1, wrong=2)
+    return model, data, explorer_payload(model, data, per_class=1, wrong=2)
+
+
+def test_the_payload_carries_the_exact_float16_decoder(made):
+    model, _, payload = made
     weights = payload["weights"]
-    high = zlib.decompress(decode_base128(weights["high"], weights["high_bytes"]))
-    low = decode_base128(weights["low"], weights["count"])
-    halves = np.frombuffer(bytes(b for pair in zip(low, high, strict=True) for b in pair), "<f2")
+    high = zlib.decompress(base64.b64decode(weights["high"], validate=True))
+    low = base64.b64decode(weights["low"], validate=True)
+    assert len(high) == len(low) == weights["count"]
+    pairs = np.stack([np.frombuffer(low, np.uint8), np.frombuffer(high, np.uint8)], axis=1)
+    halves = np.frombuffer(pairs.tobytes(), "<f2")
     layers = [m for m in model.decoder.layers if isinstance(m, torch.nn.Linear)]
     expected = torch.cat([t.detach().half().flatten() for m in layers for t in (m.weight, m.bias)])
     assert np.array_equal(halves, expected.numpy())
@@ -59,10 +50,27 @@ def test_the_payload_carries_the_exact_float16_decoder():
         (32, 16),
         (784, 32),
     ]
-    count = len(payload["digits"])
-    vectors = np.frombuffer(decode_base128(payload["capsules"], payload["capsules_bytes"]), "<f4")
-    assert vectors.shape == (count * 10 * 16,)
-    pictures = zlib.decompress(decode_base128(payload["images"], payload["images_bytes"]))
+    assert weights["activations"] == ["relu", "relu", "sigmoid"]
+
+
+def test_the_digits_images_and_capsules_come_back_exactly(made):
+    model, data, payload = made
     indices = [d["index"] for d in payload["digits"]]
-    assert pictures == images[indices].numpy().tobytes()
+    assert len(indices) == len(set(indices)) > 0
+    pictures = zlib.decompress(base64.b64decode(payload["images"], validate=True))
+    assert pictures == data.images[indices].numpy().tobytes()
+    vectors = np.frombuffer(base64.b64decode(payload["capsules"], validate=True), "<f4")
+    with torch.no_grad():
+        capsules = model.encode(data.images[indices].float() / 255)  # [digits, 10, 16]
+    assert vectors.shape == (len(indices) * 10 * 16,)
+    assert torch.allclose(torch.from_numpy(vectors.copy()).view(-1, 10, 16), capsules, atol=1e-5)
+    assert payload["format"] == FORMAT == 2
     assert payload["offsets"][0] == -0.25 and payload["offsets"][-1] == 0.25
+
+
+def test_the_data_file_is_one_assignment_of_plain_json(made):
+    _, _, payload = made
+    text = data_script(payload)
+    assert text.startswith(PREFIX) and text.endswith(";\n")
+    assert text.isascii() and "\n" not in text[:-1]
+    assert json.loads(text[len(PREFIX) : -2]) == payload

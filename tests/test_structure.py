@@ -1,63 +1,76 @@
-"""The package's shape: modules in layers (no import cycle, counting imports through the
-package's __init__.py and inside functions), one home for the training loss, public
-torch APIs only, no model edited after it is built, and a trainer that fits on a page."""
+"""The package's shape: modules in ten layers (import-linter's contracts), the displayed
+math free of validation, one home for the training loss, public torch APIs only, no
+model edited after it is built, and a trainer that fits on a page."""
 
 from __future__ import annotations
 
 import ast
-import importlib
+import importlib.metadata
 import inspect
-from pathlib import Path
+import textwrap
+
+import tomllib
+from importlinter.cli import lint_imports
 
 import capsnotes
+import capsnotes.train as capsnotes_train
 from tests.conftest import REPO
 
 PACKAGE = REPO / "capsnotes"
 MODULES = {path.stem: path for path in PACKAGE.glob("*.py")}
 
 
-def imports_of(path: Path) -> set[str]:
-    """The capsnotes modules ``path`` imports, anywhere in it: ``from .x import y`` gives
-    ``x``; ``from . import y`` and ``import capsnotes`` give ``__init__``."""
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom):
-            absolute = node.module or ""
-            if node.level == 1 or absolute.startswith("capsnotes"):
-                module = (
-                    absolute.removeprefix("capsnotes").lstrip(".") if node.level == 0 else absolute
-                )
-                found.add(module.split(".")[0] if module else "__init__")
-        elif isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.name == "capsnotes":
-                    found.add("__init__")
-                elif alias.name.startswith("capsnotes."):
-                    found.add(alias.name.split(".")[1])
-    return found - {path.stem}
+def contracts() -> list[dict]:
+    return tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
 
 
-def test_the_modules_form_layers_without_a_cycle():
-    graph = {name: imports_of(path) for name, path in MODULES.items()}
-    assert all(target in MODULES for targets in graph.values() for target in targets)
-    # importing any submodule runs __init__.py first; __init__ imports its names, so an
-    # edge back to __init__ from anything it reaches would close a cycle
-    order: list[str] = []
-    state: dict[str, str] = {}
+def test_the_import_contracts_hold():
+    """import-linter checks the layers and what the paper's layers may not import."""
+    assert lint_imports(no_cache=True, no_logo=True) == 0
 
-    def visit(name: str, path: list[str]) -> None:
-        if state.get(name) == "done":
-            return
-        assert state.get(name) != "active", "import cycle: " + " -> ".join([*path, name])
-        state[name] = "active"
-        for target in sorted(graph[name]):
-            visit(target, [*path, name])
-        state[name] = "done"
-        order.append(name)
 
-    for name in sorted(graph):
-        visit(name, [])
-    assert "__init__" not in {t for n, ts in graph.items() if n != "__init__" for t in ts}
+def test_every_module_is_in_a_layer_and_there_are_at_most_ten():
+    (layers,) = [c["layers"] for c in contracts() if c["type"] == "layers"]
+    assert len(layers) <= 10
+    listed = {name.strip() for layer in layers for name in layer.split("|")}
+    modules = {f"capsnotes.{stem}" for stem in MODULES if stem != "__init__"}
+    assert listed == modules, f"not in a layer: {sorted(modules - listed)}"
+
+
+#: What the chapters display as the math: the body of each is the equation, its
+#: arguments declared with @checked above it.
+DISPLAYED_MATH = [
+    capsnotes.squash,
+    capsnotes.dynamic_routing,
+    capsnotes.margin_loss,
+    capsnotes.reconstruction_loss,
+    capsnotes.mask_capsules,
+    capsnotes.PrimaryCapsules.forward,
+    capsnotes.DigitCapsules.votes,
+    capsnotes.CapsNet.forward,
+]
+
+
+def test_the_displayed_math_holds_no_validation():
+    """No check_* call inside these bodies: each is declared validated (@checked), and a
+    bad argument still gets its clear error (tests/test_bad_input.py)."""
+    for function in DISPLAYED_MATH:
+        assert inspect.unwrap(function) is not function, f"{function.__qualname__} is unchecked"
+        calls = _calls_in_body(function)
+        assert not [c for c in calls if c.startswith("check")], (function.__qualname__, calls)
+
+
+def _calls_in_body(function) -> set[str]:
+    """The names of the functions called in ``function``'s body (not its decorators)."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(inspect.unwrap(function))))
+    (definition,) = tree.body
+    names = set()
+    for statement in definition.body:
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Call):
+                func = node.func
+                names.add(func.id if isinstance(func, ast.Name) else getattr(func, "attr", ""))
+    return names
 
 
 def test_margin_and_reconstruction_loss_are_combined_in_one_function():
@@ -101,17 +114,10 @@ def test_no_module_edits_an_object_after_it_is_built():
 
 
 def test_train_fits_on_a_page():
-    trainer = importlib.import_module("capsnotes.train")
-    lines, _ = inspect.getsourcelines(trainer.train)
-    assert not callable(capsnotes.train), "capsnotes.train is the module, not a function"
+    lines, _ = inspect.getsourcelines(capsnotes_train.train)
     assert len(lines) < 60, len(lines)
 
 
-def test_the_package_reports_its_version():
-    from capsnotes.version import __version__
-
-    assert capsnotes.__version__ == __version__
-    assert (
-        'version = { attr = "capsnotes.version.__version__" }'
-        in (REPO / "pyproject.toml").read_text()
-    )
+def test_the_installed_version_is_the_package_version():
+    """pip's metadata reads the version from capsnotes/version.py (pyproject.toml)."""
+    assert importlib.metadata.version("capsnotes") == capsnotes.__version__

@@ -1,32 +1,22 @@
 // The capsule explorer of chapter 9: the shipped CapsNet's decoder, run in the browser.
-// Its data (weights and test digits) is written by capsnotes.explorer into
+// Its data (weights and test digits) is written by book/_ext/explorer_data.py into
 // _static/capsnotes-explorer-data.js while the book builds, and book/_ext/capsnotes_html.py
 // copies this script beside it. No network, no server.
 (function () {
   "use strict";
   const DATA = window.CAPSNOTES_EXPLORER_DATA;
+  const FORMAT = 2;  // explorer_data.FORMAT: binary data in base64
 
   // --- reading the data ------------------------------------------------------------
-  // Binary data travels as text with 7 bits per character (capsnotes.explorer.
-  // encode_base128): characters 0-127 stand for themselves, 0x80 + v for a few values
-  // that a string literal cannot hold.
-  function decodeBase128(text, length) {
-    const out = new Uint8Array(length);
-    let bits = 0, held = 0, at = 0;
-    for (let i = 0; i < text.length && at < length; i++) {
-      let value = text.charCodeAt(i);
-      if (value >= 0x80) value -= 0x80;
-      held = (held << 7) | value;
-      bits += 7;
-      if (bits >= 8) {
-        bits -= 8;
-        out[at++] = (held >> bits) & 0xff;
-        held &= (1 << bits) - 1;
-      }
-    }
+  // Binary data travels as standard base64; atob gives one character per byte.
+  function fromBase64(text) {
+    const binary = atob(text);
+    const out = new Uint8Array(binary.length);
+    for (let i = 0; i < binary.length; i++) out[i] = binary.charCodeAt(i);
     return out;
   }
 
+  // Deflated (zlib) data, as Python's zlib.compress writes it.
   async function inflate(bytes) {
     const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate"));
     return new Uint8Array(await new Response(stream).arrayBuffer());
@@ -45,8 +35,11 @@
 
   async function loadDecoder(weights) {
     const count = weights.count;
-    const high = await inflate(decodeBase128(weights.high, weights.high_bytes));
-    const low = decodeBase128(weights.low, count);
+    const high = await inflate(fromBase64(weights.high));
+    const low = fromBase64(weights.low);
+    if (high.length !== count || low.length !== count) {
+      throw new Error(`the decoder's byte planes hold ${high.length} and ${low.length} bytes, not ${count}`);
+    }
     const table = float16Table();
     const values = new Float32Array(count);
     for (let i = 0; i < count; i++) values[i] = table[(high[i] << 8) | low[i]];
@@ -230,11 +223,12 @@
   async function start() {
     const root = document.getElementById("capsnotes-explorer");
     if (!DATA) throw new Error("the explorer's data file did not load");
+    if (DATA.format !== FORMAT) throw new Error(`the explorer reads data format ${FORMAT}, not ${DATA.format}`);
     const layers = await loadDecoder(DATA.weights);
     const decode = makeDecode(layers, DATA.classes, DATA.dim);
     const size = DATA.size;
-    const images = await inflate(decodeBase128(DATA.images, DATA.images_bytes));
-    const raw = decodeBase128(DATA.capsules, DATA.capsules_bytes);
+    const images = await inflate(fromBase64(DATA.images));
+    const raw = fromBase64(DATA.capsules);
     const capsules = new Float32Array(raw.buffer, raw.byteOffset, raw.byteLength / 4);
     const api = { decode, data: DATA, size };
     if (root) {

@@ -10,9 +10,10 @@ extension drops repeated scripts from each page's context before the page is wri
 After a successful build it puts chapter 9's capsule explorer into ``_static``: the page
 script ``capsnotes-explorer.js`` (beside this file: in the book's ``_static`` folder Jupyter
 Book would load it on every page) and ``capsnotes-explorer-data.js``, the shipped model's
-decoder and a few dozen test digits, exported by ``capsnotes.explorer`` (and kept in
-``$CAPSNOTES_CACHE/explorer``, default ``~/.cache/capsnotes``, for the next build of the
-same weights).
+decoder and a few dozen test digits, written by ``explorer_data.py`` beside this file (and
+kept in ``$CAPSNOTES_CACHE/explorer``, default ``~/.cache/capsnotes``, for the next build
+of the same weights). Sphinx puts this folder on ``sys.path`` (``local_extensions`` in
+``_config.yml``), so that module imports by its name.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from capsnotes.explorer import write_explorer_data
+from explorer_data import write_explorer_data
+
 from capsnotes.notebook import cache_dir
 
 EXPLORER_SCRIPT = "capsnotes-explorer.js"

@@ -1,22 +1,27 @@
 """Data for the capsule explorer of the HTML book (chapter 9): the shipped model's decoder
 and a few dozen test digits, written as one JavaScript file that the page loads.
 
+The book's build writes it (``capsnotes_html.py`` beside this file calls
+:func:`write_explorer_data` when the HTML is built); it is no part of the ``capsnotes``
+package, only a reader of it.
+
 The page redraws the reconstruction in the browser every time the reader moves one of a
 capsule's 16 numbers, so it needs the decoder's weights. They are the shipped model's
 float16 weights, exactly: any rounding coarser than float16 moved some pixels of the
 reconstruction by more than 2e-3 when it was measured (int8 with a scale per row: up to
 0.16; float16 without its last two mantissa bits: up to 4.5e-3). To keep the file small
 the weights travel as two planes of bytes — the high bytes (sign, exponent, two mantissa
-bits), which compress well and are deflated, and the low bytes, which do not — and the
-binary data as text with 7 bits per character (:func:`encode_base128`), where base64
-would carry 6.
+bits), which compress somewhat and are deflated, and the low bytes, which do not and go
+as they are. The test digits' images (mostly black) are deflated too.
 
-``python -m capsnotes explorer --out DIR`` writes the file; the book's build calls
-:func:`write_explorer_data` itself (``book/_ext/capsnotes_html.py``).
+The file is ``window.CAPSNOTES_EXPLORER_DATA = {...};`` with plain JSON inside; binary
+data is in standard base64 (RFC 4648), which the page reads with the browser's ``atob``
+and inflates with its ``DecompressionStream("deflate")`` (zlib format).
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import zlib
@@ -27,52 +32,33 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from .analysis import PROPERTIES, dimension_effects
-from .data import ImageSet, load_dataset
-from .evaluation import evaluate
-from .files import atomic_write_bytes
-from .model import CapsNet
-from .pretrained import load_pretrained
-from .version import __version__
+from capsnotes.analysis import PROPERTIES, dimension_effects
+from capsnotes.data import ImageSet, load_dataset
+from capsnotes.evaluation import evaluate
+from capsnotes.files import atomic_write_bytes
+from capsnotes.model import CapsNet
+from capsnotes.pretrained import load_pretrained
+from capsnotes.version import __version__
 
 __all__ = [
     "DATA_FILE",
-    "Binary",
+    "FORMAT",
     "OFFSETS",
-    "decode_base128",
-    "encode_base128",
+    "data_script",
     "explorer_payload",
-    "to_javascript",
     "write_explorer_data",
 ]
 
 #: The file the page loads from ``_static/``.
 DATA_FILE = "capsnotes-explorer-data.js"
+#: The payload's layout; ``capsnotes-explorer.js`` reads this one (2: base64 binary).
+FORMAT = 2
 #: The offsets of chapter 9 (and the paper's Figure 4): −0.25 to +0.25 in steps of 0.05.
 OFFSETS = [round(0.05 * k, 2) for k in range(-5, 6)]
-#: Values 0-127 that may not stand for themselves in a JavaScript string literal (NUL,
-#: line feed, carriage return, the quote and the backslash); each is written as the
-#: character 0x80 + value instead.
-UNSAFE = (0x00, 0x0A, 0x0D, 0x22, 0x5C)
 
 
-def encode_base128(data: bytes) -> str:
-    """``data`` as text with 7 bits per character, safe inside a double-quoted JavaScript
-    string: characters 0-127 stand for their value, except :data:`UNSAFE`, which are
-    written as 0x80 + value. The last character is padded with zero bits."""
-    bits = np.unpackbits(np.frombuffer(data, dtype=np.uint8))
-    bits = np.concatenate([bits, np.zeros(-len(bits) % 7, dtype=np.uint8)])
-    values = bits.reshape(-1, 7) @ (1 << np.arange(6, -1, -1))
-    codes = np.where(np.isin(values, UNSAFE), values + 0x80, values)
-    return "".join(map(chr, codes.tolist()))
-
-
-def decode_base128(text: str, length: int) -> bytes:
-    """The inverse of :func:`encode_base128`; ``length`` bytes."""
-    codes = np.fromiter(map(ord, text), dtype=np.int64, count=len(text))
-    values = np.where(codes >= 0x80, codes - 0x80, codes).astype(np.uint8)
-    bits = np.unpackbits(values[:, None], axis=1)[:, 1:].reshape(-1)
-    return np.packbits(bits[: 8 * length]).tobytes()
+def _base64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
 
 
 def _linear_layers(model: CapsNet) -> list[nn.Linear]:
@@ -80,8 +66,9 @@ def _linear_layers(model: CapsNet) -> list[nn.Linear]:
 
 
 def _weights(model: CapsNet) -> dict[str, Any]:
-    """The decoder's float16 weights and biases, as a deflated high-byte plane and a raw
-    low-byte plane, with the layout the page reads them back in."""
+    """The decoder's float16 weights and biases, layer by layer (each weight [rows, cols]
+    row-major, then its bias [rows]): ``count`` numbers, as ``high``, the deflated plane
+    of their high bytes, and ``low``, the raw plane of their low bytes (both base64)."""
     layers, halves = [], []
     for layer in _linear_layers(model):
         for tensor in (layer.weight, layer.bias):
@@ -93,9 +80,8 @@ def _weights(model: CapsNet) -> dict[str, Any]:
         "layers": layers,
         "activations": ["relu"] * (len(layers) - 1) + ["sigmoid"],
         "count": raw.shape[0],
-        "high": Binary(encode_base128(high)),
-        "high_bytes": len(high),
-        "low": Binary(encode_base128(raw[:, 0].tobytes())),
+        "high": _base64(high),
+        "low": _base64(raw[:, 0].tobytes()),
     }
 
 
@@ -103,8 +89,8 @@ def _choose_digits(
     model: CapsNet, data: ImageSet, per_class: int, wrong: int, scanned: int = 2000
 ) -> tuple[list[int], Tensor, Tensor]:
     """The first ``per_class`` correctly read test digits of each class and the first
-    ``wrong`` misread ones (in test-set order), with the predictions and capsules of the
-    first ``scanned`` test digits."""
+    ``wrong`` misread ones (in test-set order), with the predictions [scanned] and
+    capsules [scanned, classes, dim] of the first ``scanned`` test digits."""
     first = ImageSet(data.images[:scanned], data.labels[:scanned], data.classes)
     scores = evaluate(model, first, return_outputs=True)
     predictions, labels = scores["predictions"], first.labels
@@ -153,11 +139,13 @@ def explorer_payload(
     wrong: int = 6,
     data_root: str | Path | None = None,
 ) -> dict[str, Any]:
-    """Everything the page needs, JSON-ready: the decoder's weights, the chosen test
-    digits (image, label, prediction, all ten capsules) and the measured dimension
-    labels. Defaults: the shipped ``mnist`` model and the MNIST test set. ``history``, the
-    record :func:`~capsnotes.load_pretrained` returned with ``model``, names its weights
-    in the file."""
+    """Everything the page needs, JSON-ready: the decoder's weights (:func:`_weights`),
+    the chosen test digits (``digits``: index, label, prediction), their images
+    (``images``: deflated uint8 [digits, size, size], base64), all ten capsules of each
+    (``capsules``: little-endian float32 [digits, classes, dim], base64; the page computes
+    the lengths) and the measured dimension labels. Defaults: the shipped ``mnist`` model
+    and the MNIST test set. ``history``, the record :func:`~capsnotes.load_pretrained`
+    returned with ``model``, names its weights in the file."""
     if model is None:
         model, history = load_pretrained("mnist")
     if history is None:
@@ -172,13 +160,10 @@ def explorer_payload(
         {"index": i, "label": int(data.labels[i]), "prediction": int(predictions[i])}
         for i in chosen
     ]
-    # the digits' images as deflated bytes (mostly black: they compress well), and all
-    # their capsules as little-endian float32 [digits, classes, dim]; the page computes
-    # the lengths
     images = zlib.compress(data.images[chosen].numpy().tobytes(), 9)
-    vectors = capsules[chosen].float().numpy().tobytes()
+    vectors = capsules[chosen].float().numpy().astype("<f4").tobytes()
     return {
-        "format": 1,
+        "format": FORMAT,
         "capsnotes": __version__,
         "source": source,
         "size": model.config.image_size,
@@ -187,56 +172,35 @@ def explorer_payload(
         "offsets": OFFSETS,
         "weights": _weights(model),
         "digits": digits,
-        "images": Binary(encode_base128(images)),
-        "images_bytes": len(images),
-        "capsules": Binary(encode_base128(vectors)),
-        "capsules_bytes": len(vectors),
+        "images": _base64(images),
+        "capsules": _base64(vectors),
         "dimension_labels": _dimension_labels(model, data, predictions, capsules),
-        "unsafe": list(UNSAFE),
     }
 
 
-class Binary(str):
-    """A string made by :func:`encode_base128`: written into the JavaScript file as it
-    is, where JSON would escape its control characters into six bytes each."""
-
-
-def to_javascript(value: Any) -> str:
-    """``value`` as a JavaScript expression: JSON, except that :class:`Binary` strings are
-    written raw between double quotes (they hold no quote, backslash or line break)."""
-    raw: list[str] = []
-
-    def placeholders(item: Any) -> Any:
-        if isinstance(item, Binary):
-            raw.append(item)
-            return f"\u0000binary{len(raw) - 1}\u0000"
-        if isinstance(item, dict):
-            return {k: placeholders(v) for k, v in item.items()}
-        if isinstance(item, list):
-            return [placeholders(v) for v in item]
-        return item
-
-    text = json.dumps(placeholders(value), separators=(",", ":"))
-    for index, blob in enumerate(raw):
-        text = text.replace(f'"\\u0000binary{index}\\u0000"', f'"{blob}"', 1)
-    return text
+def data_script(payload: dict[str, Any]) -> str:
+    """The data file's text: ``payload`` as compact JSON, assigned to
+    ``window.CAPSNOTES_EXPLORER_DATA``."""
+    return f"window.CAPSNOTES_EXPLORER_DATA = {json.dumps(payload, separators=(',', ':'))};\n"
 
 
 def write_explorer_data(
     folder: str | Path, *, cache: str | Path | None = None, data_root: str | Path | None = None
 ) -> Path:
     """Write ``folder/capsnotes-explorer-data.js`` for the shipped model. With ``cache``
-    (a folder), reuse a file made earlier for the same weights and capsnotes version."""
+    (a folder), reuse a file made earlier for the same weights, capsnotes version and
+    :data:`FORMAT`."""
     target = Path(folder) / DATA_FILE
     model, history = load_pretrained("mnist")
-    key = hashlib.sha256(f"{history['shipped']['sha256']}|{__version__}".encode()).hexdigest()[:16]
+    made_for = f"{history['shipped']['sha256']}|{__version__}|{FORMAT}"
+    key = hashlib.sha256(made_for.encode()).hexdigest()[:16]
     cached = Path(cache) / f"explorer-{key}.js" if cache is not None else None
     if cached is not None and cached.is_file():
         atomic_write_bytes(target, cached.read_bytes())
         return target
     payload = explorer_payload(model, history=history, data_root=data_root)
-    text = f"window.CAPSNOTES_EXPLORER_DATA = {to_javascript(payload)};\n"
-    atomic_write_bytes(target, text.encode("utf-8"))
+    text = data_script(payload).encode("utf-8")
+    atomic_write_bytes(target, text)
     if cached is not None:
-        atomic_write_bytes(cached, text.encode("utf-8"))  # makes the folder
+        atomic_write_bytes(cached, text)  # makes the folder
     return target
