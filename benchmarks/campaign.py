@@ -193,11 +193,22 @@ class Campaign:
             self.runs / folder,
             device=self.device,
             data_root=self.data_root,
-            progress=self.progress,
+            progress=False,
+            on_epoch_end=self._report(folder) if self.progress else None,
             checkpoint_every=25,
             provenance={"command": self.command, "campaign_run": folder},
         )
         return result.history
+
+    def _report(self, folder: str) -> Callable[[dict[str, Any]], None]:
+        def report(record: dict[str, Any]) -> None:
+            print(
+                f"{folder} epoch {record['epoch']}: test accuracy "
+                f"{record['test_accuracy']:.4f}, {record['images_per_second']:.0f} images/s",
+                flush=True,
+            )
+
+        return report
 
     def load_model(self, folder: str, config: TrainConfig) -> torch.nn.Module:
         """The trained model of the run in ``folder``, with the reference implementations."""
@@ -294,7 +305,8 @@ def _table1(c: Campaign) -> dict[str, Any]:
             )
             tested = test_set.subset(config.test_size, seed=0)  # as the trainer tests
             row["model_config"] = config.model.to_dict()
-            folder = f"table1/{row['key'].replace(', ', '-').replace('=', '')}-seed{seed}"
+            slug = row["key"].replace(", ", "-").replace("=", "").replace(" ", "-")
+            folder = f"table1/{slug}-seed{seed}"
             history = c.train(config, folder)
             row["seeds"].append(seed)
             row["test_errors"].append(1 - history["test_accuracy"])
