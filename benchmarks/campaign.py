@@ -254,7 +254,7 @@ def _spread(values: list[float]) -> dict[str, float]:
 
 
 def _routing(model: torch.nn.Module, test_set: Any) -> dict[str, Any]:
-    """How the trained model routes the test digits (chapter 3's measurements)."""
+    """How the trained model routes the test digits (chapter 5's measurements)."""
     stats = routing_statistics(model, test_set, iterations=(1, 2, 3))
     return {
         "accuracy_by_iterations": {str(r): a for r, a in stats.accuracy.items()},

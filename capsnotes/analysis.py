@@ -2,7 +2,7 @@
 
 * :func:`routing_statistics` — how routing behaves on a whole test set: the accuracy
   with ``r`` routing iterations at inference, and per iteration the entropy of the
-  coupling coefficients (chapter 3).
+  coupling coefficients (chapters 5 and 10).
 * :func:`image_moments` and :func:`dimension_effects` — what each dimension of a digit
   capsule does to the decoder's image, in measured units: ink, width, height, slant
   and position (chapters 7 and 9, the paper's Figure 4).

@@ -8,7 +8,7 @@
   H100, ...), float32 everywhere else. A GPU without native bf16, such as Colab's T4,
   would emulate it slowly; float16 would need gradient scaling, which checks for
   overflow on the host after every step and so cannot run inside the recorded training
-  step of chapter 11. Such GPUs train in float32.
+  step of chapter 14. Such GPUs train in float32.
 """
 
 from __future__ import annotations

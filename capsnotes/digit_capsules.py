@@ -31,7 +31,7 @@ class DigitCapsules(nn.Module):
     ``[B, out_caps, out_dim]``. ``weight`` holds ``W`` as ``[in_caps, out_caps, out_dim,
     in_dim]``, so ``weight[i, j]`` is the paper's ``W_ij``. ``routing`` is the function
     that runs Procedure 1: :func:`~capsnotes.dynamic_routing`, or one with its signature
-    and results (chapter 11's ``fused_dynamic_routing``).
+    and results (chapter 14's ``fused_dynamic_routing``).
     """
 
     def __init__(

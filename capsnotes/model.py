@@ -102,7 +102,7 @@ class CapsNet(nn.Module):
 
     ``routing`` (a function with the signature of :func:`~capsnotes.dynamic_routing`)
     and ``convolution`` (``nn.Conv2d`` or a class with its parameters) say how routing and
-    the two convolutions are computed. The fast ones of chapter 11 compute the same
+    the two convolutions are computed. The fast ones of chapter 14 compute the same
     results with the same parameters and ``state_dict``, so weights trained with one
     load into another.
     """

@@ -38,7 +38,7 @@ class PrimaryCapsules(nn.Module):
     ``[B, capsule_channels * H' * W', capsule_dim]``, ordered channel-major (all positions
     of capsule channel 0 first), every vector squashed. ``convolution`` is the class of
     the convolution, ``nn.Conv2d`` or one with its parameters that computes the same
-    (chapter 11's ``MatmulConv2d``).
+    (chapter 14's ``MatmulConv2d``).
     """
 
     def __init__(

@@ -71,7 +71,7 @@ def training_step(
     ``precision`` is the dtype to autocast the forward pass to (None: float32).
     """
     # Zero the gradients in place: on a GPU a recorded CUDA graph keeps reading and
-    # writing these very buffers (chapter 11).
+    # writing these very buffers (chapter 14).
     optimizer.zero_grad(set_to_none=False)
     with autocast_for(images.device, precision):
         output = model(images, labels)  # with the labels: the decoder sees the true class

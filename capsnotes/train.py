@@ -67,6 +67,7 @@ def train(
     on_epoch_end: Callable[[dict[str, Any]], None] | None = None,
     provenance: dict[str, Any] | None = None,
     checkpoint_every: int = 1,
+    implementation: dict[str, str] | None = None,
 ) -> TrainResult:
     """Train a model with ``config``, saving into ``out_dir`` after every epoch.
 
@@ -77,6 +78,9 @@ def train(
     fast implementations (:func:`~capsnotes.run.build_run`). ``provenance`` (e.g. the CLI's
     exact command) is kept in the history; ``on_epoch_end`` gets each epoch's record;
     the checkpoint is written every ``checkpoint_every`` epochs and after the last.
+    ``implementation`` fixes how a new run computes (``routing``, ``convolution``,
+    ``precision``) instead of timing the candidates: timings are close for small models,
+    so two runs of one configuration may otherwise choose differently.
     """
     check_positive_int("checkpoint_every", checkpoint_every)
     started = time.perf_counter()
@@ -86,7 +90,8 @@ def train(
     previous = checkpoint_to_resume(checkpoint_path, config) if resume else None
     train_set, test_set = load_run_data(config, device, data_root)
     done = 0 if previous is None else len(previous.metadata["history"]["epochs"])
-    implementation = implementation_to_keep(previous, device) if fast else None
+    kept = implementation_to_keep(previous, device) if fast else None
+    implementation = kept or implementation
     timing = done < config.epochs and implementation is None
     sample = next(batches(train_set, config.batch_size)) if timing else None
     run = build_run(config, device, fast=fast, sample=sample, implementation=implementation)

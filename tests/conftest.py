@@ -10,9 +10,16 @@ from pathlib import Path
 import pytest
 import torch
 
+from capsnotes import CapsNetConfig
 from capsnotes.data import data_root
 
 REPO = Path(__file__).resolve().parents[1]
+
+#: The one small CapsNet the unit tests build: every layer of the paper's model, a few
+#: channels each, so that a forward and backward pass takes milliseconds.
+TINY = CapsNetConfig(
+    conv_channels=8, primary_channels=2, primary_dim=4, digit_dim=4, decoder_hidden=(16, 16)
+)
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # pytest runs on two workers (pyproject.toml's addopts), each given one thread, and so
@@ -70,11 +77,22 @@ def mnist_root() -> Path:
 
 
 @pytest.fixture(scope="session")
-def built_book(tmp_path_factory) -> Path:
+def built_book(tmp_path_factory, worker_id) -> Path:
     """The HTML of one `jupyter-book build book` from a fresh copy, shared by the tests
-    that check the build and open its pages (tests/book_build.py)."""
+    that check the build and open its pages (tests/book_build.py). One build per test
+    run: pytest-xdist's workers share a base folder, and the first to get the lock
+    builds while the others wait for its result."""
+    from filelock import FileLock
+
     from tests.book_build import build_book
 
-    html, result = build_book(tmp_path_factory.mktemp("book"))
-    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
+    base = tmp_path_factory.getbasetemp()
+    shared = base if worker_id == "master" else base.parent  # this run's, every worker's
+    with FileLock(str(shared / "book.lock")):
+        html, log = shared / "book" / "repo" / "_build" / "html", shared / "book.log"
+        if not log.exists():
+            html, result = build_book(shared / "book")
+            log.write_text(f"{result.returncode}\n{result.stdout[-5000:]}{result.stderr[-5000:]}")
+        code, _, output = log.read_text().partition("\n")
+    assert code == "0", output
     return html

@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from capsnotes import CapsNet, CapsNetConfig, dynamic_routing
+from capsnotes import CapsNet, dynamic_routing
 from capsnotes.analysis import (
     PROPERTIES,
     dimension_effects,
@@ -12,15 +12,12 @@ from capsnotes.analysis import (
     routing_statistics,
 )
 from capsnotes.data import ImageSet
-
-SMALL = CapsNetConfig(
-    conv_channels=8, primary_channels=2, primary_dim=4, digit_dim=4, decoder_hidden=(16, 16)
-)
+from tests.conftest import TINY
 
 
 def small_model(seed=0):
     torch.manual_seed(seed)
-    model = CapsNet(SMALL).eval()
+    model = CapsNet(TINY).eval()
     with torch.no_grad():  # longer votes than at initialisation, so routing moves
         model.digits.weight.mul_(300)
     return model

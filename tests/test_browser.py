@@ -29,7 +29,7 @@ BROKEN_IMAGES = """() => Array.from(document.images)
 #: TeX that MathJax should have typeset: a command, display delimiters, inline delimiters.
 RAW_TEX = re.compile(r"\\[a-zA-Z]{2,}|\$\$|\\\(|\\\[")
 COLAB = re.compile(r"colab\.research\.google\.com/github/[^/]+/[^/]+/blob/[^/]+/(.+\.ipynb)")
-SCREENSHOTS = ("02_squash", "03_routing", "09_what_capsules_learned", "10_beyond_mnist")
+SCREENSHOTS = ("02_squash", "05_routing", "09_what_capsules_learned", "12_beyond_mnist")
 
 
 def test_every_page_reads_offline(built_book: Path, tmp_path: Path):

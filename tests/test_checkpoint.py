@@ -3,18 +3,15 @@ import os
 import pytest
 import torch
 
-from capsnotes import CapsNet, CapsNetConfig
+from capsnotes import CapsNet
 from capsnotes.checkpoint import load_checkpoint, save_checkpoint
 from capsnotes.files import atomic_write_bytes
-
-SMALL = CapsNetConfig(
-    conv_channels=8, primary_channels=2, primary_dim=4, digit_dim=4, decoder_hidden=(16, 16)
-)
+from tests.conftest import TINY
 
 
 def trained_state():
     torch.manual_seed(0)
-    model = CapsNet(SMALL)
+    model = CapsNet(TINY)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizer, 0.9)
     images, labels = torch.rand(4, 1, 28, 28), torch.tensor([1, 2, 3, 4])
@@ -38,7 +35,7 @@ def test_round_trip(tmp_path):
     assert loaded.metadata == {"epoch": 3, "x": [1, 2]}
     for name, value in model.state_dict().items():
         assert torch.equal(loaded.model_state[name], value)
-    fresh = CapsNet(SMALL)
+    fresh = CapsNet(TINY)
     fresh.load_state_dict(loaded.model_state)
     new_optimizer = torch.optim.Adam(fresh.parameters(), lr=1e-3)
     new_optimizer.load_state_dict(loaded.optimizer_state)

@@ -4,11 +4,9 @@ import pytest
 import torch
 
 from capsnotes import CapsNet, CapsNetConfig, CapsNetOutput, margin_loss, reconstruction_loss
+from tests.conftest import TINY
 
 # A small model with the same structure, for tests that need many forward passes.
-SMALL = CapsNetConfig(
-    conv_channels=16, primary_channels=4, primary_dim=4, digit_dim=6, decoder_hidden=(32, 64)
-)
 
 
 def count(module: torch.nn.Module) -> int:
@@ -39,7 +37,7 @@ def test_forward_shapes_and_types():
 
 def test_decoder_uses_label_when_given_else_prediction():
     torch.manual_seed(0)
-    model = CapsNet(SMALL)
+    model = CapsNet(TINY)
     images = torch.rand(4, 1, 28, 28)
     free = model(images)
     torch.testing.assert_close(
@@ -57,7 +55,7 @@ def test_decoder_uses_label_when_given_else_prediction():
 
 def test_one_example_does_not_depend_on_the_batch():
     torch.manual_seed(0)
-    model = CapsNet(SMALL).double()
+    model = CapsNet(TINY).double()
     images = torch.rand(5, 1, 28, 28, dtype=torch.float64)
     together = model(images)
     alone = model(images[2:3])
@@ -66,7 +64,7 @@ def test_one_example_does_not_depend_on_the_batch():
 
 
 def test_float64_and_gradients_reach_every_parameter():
-    model = CapsNet(SMALL).double()
+    model = CapsNet(TINY).double()
     images = torch.rand(2, 1, 28, 28, dtype=torch.float64)
     labels = torch.tensor([3, 4])
     out = model(images, labels)
@@ -88,7 +86,7 @@ def test_float64_and_gradients_reach_every_parameter():
     ],
 )
 def test_configurable_sizes(overrides, primary, pixels):
-    config = dataclasses.replace(SMALL, primary_channels=32, **overrides)
+    config = dataclasses.replace(TINY, primary_channels=32, **overrides)
     assert config.num_primary_capsules == primary
     model = CapsNet(config)
     out = model(torch.rand(2, *pixels))
@@ -119,7 +117,7 @@ def test_bad_config():
 
 
 def test_bad_images():
-    model = CapsNet(SMALL)
+    model = CapsNet(TINY)
     with pytest.raises(ValueError, match=r"\[batch, 1, 28, 28\]"):
         model(torch.rand(1, 28, 28))
     with pytest.raises(ValueError, match=r"\[batch, 1, 28, 28\]"):
@@ -133,7 +131,7 @@ def test_bad_images():
 
 
 def test_bad_labels():
-    model = CapsNet(SMALL)
+    model = CapsNet(TINY)
     images = torch.rand(3, 1, 28, 28)
     with pytest.raises(ValueError, match=r"\[0, 10\)"):
         model(images, torch.tensor([0, 1, 10]))

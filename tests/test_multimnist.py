@@ -1,14 +1,17 @@
 """MultiMNIST: pairs of different classes, overlaid; two reconstructions; the paper's
 way of counting errors; the one objective, reused."""
 
+import dataclasses
+
 import pytest
 import torch
 
-from capsnotes import CapsNet, CapsNetConfig, capsnet_loss
+from capsnotes import CapsNet, capsnet_loss
 from capsnotes.data import ImageSet
 from capsnotes.multimnist import PairedCapsNet, both_right, evaluate_pairs, make_pairs, pair_loss
+from tests.conftest import TINY
 
-SMALL = CapsNetConfig(image_size=36, conv_channels=8, primary_channels=2, decoder_hidden=(16, 16))
+TINY_PAIRS = dataclasses.replace(TINY, image_size=36)
 
 
 def _digits(count: int = 40) -> ImageSet:
@@ -30,7 +33,7 @@ def test_pairs_overlay_two_digits_of_different_classes():
 
 def test_the_paired_model_draws_each_label_and_trains_on_the_one_objective():
     torch.manual_seed(0)
-    model = PairedCapsNet(SMALL)
+    model = PairedCapsNet(TINY_PAIRS)
     pairs = make_pairs(_digits(), 4, seed=2)
     images, parts, labels = next(pairs.batches(4))
     out = model(images, labels)
@@ -66,8 +69,8 @@ def test_one_pair_per_digit_when_no_count_is_given():
 
 def test_the_paired_model_is_a_capsnet_with_the_same_weights():
     torch.manual_seed(0)
-    paired = PairedCapsNet(SMALL)
-    plain = CapsNet(SMALL)
+    paired = PairedCapsNet(TINY_PAIRS)
+    plain = CapsNet(TINY_PAIRS)
     plain.load_state_dict(paired.state_dict())  # the same parameters, the same names
     images = torch.rand(3, 1, 36, 36)
     torch.testing.assert_close(paired.encode(images), plain.encode(images))
@@ -75,7 +78,7 @@ def test_the_paired_model_is_a_capsnet_with_the_same_weights():
 
 def test_evaluate_pairs_counts_an_example_wrong_unless_both_digits_are_found():
     torch.manual_seed(0)
-    model = PairedCapsNet(SMALL)
+    model = PairedCapsNet(TINY_PAIRS)
     pairs = make_pairs(_digits(), 50, seed=4)
     scores = evaluate_pairs(model, pairs, batch_size=16)
     with torch.no_grad():

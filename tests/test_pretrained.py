@@ -23,11 +23,7 @@ from capsnotes.convnet import ConvNet
 from capsnotes.files import file_sha256
 from capsnotes.pretrained import PRETRAINED, WEIGHTS_DIR, pretrained_files, save_pretrained
 from capsnotes.train import train
-from tests.conftest import REPO, make_tiny_dataset
-
-SMALL = CapsNetConfig(
-    conv_channels=8, primary_channels=2, primary_dim=4, digit_dim=4, decoder_hidden=(16, 16)
-)
+from tests.conftest import REPO, TINY, make_tiny_dataset
 
 
 def read_idx(path: Path) -> np.ndarray:
@@ -145,7 +141,7 @@ def tiny_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("data")
     make_tiny_dataset(root, train=24, test=10)
     config = profile("quick", epochs=2, batch_size=8, train_size=None, test_size=None)
-    config = dataclasses.replace(config, model=SMALL)
+    config = dataclasses.replace(config, model=TINY)
     out = tmp_path_factory.mktemp("run")
     train(config, out, device="cpu", data_root=root, progress=False, provenance={"command": "x"})
     return out, root
@@ -161,8 +157,8 @@ def test_ship_and_load_round_trip(tiny_run, tmp_path):
     assert history["shipped"]["dtype"] == "float16" and history["shipped"]["test_count"] == 10
     trained = json.loads((run_dir / "history.json").read_text())
     assert history["epochs"] == trained["epochs"]
-    assert model.config == SMALL and not model.training
-    trained_state = CapsNet(SMALL)
+    assert model.config == TINY and not model.training
+    trained_state = CapsNet(TINY)
     from capsnotes.checkpoint import load_checkpoint
 
     trained_state.load_state_dict(load_checkpoint(run_dir).model_state)

@@ -10,12 +10,11 @@ from capsnotes.convnet import ConvNet
 from capsnotes.kernels import MatmulConv2d, fused_dynamic_routing
 from capsnotes.run import build_model, build_run, choose_implementation, make_optimizer
 from capsnotes.step import TrainingStep
-
-SMALL = {"conv_channels": 8, "primary_channels": 2, "decoder_hidden": [16, 16]}
+from tests.conftest import TINY
 
 
 def test_the_reference_run_is_plain_pytorch():
-    config = TrainConfig(model=SMALL)
+    config = TrainConfig(model=TINY)
     run = build_run(config, "cpu", fast=False)
     assert type(run.model) is CapsNet
     assert run.model.digits.route is dynamic_routing and type(run.model.conv1) is torch.nn.Conv2d
@@ -33,7 +32,7 @@ def test_the_reference_run_is_plain_pytorch():
 
 
 def test_a_fast_cpu_run_times_the_convolutions_on_the_sample():
-    config = TrainConfig(model=SMALL, weight_averaging=0.9)
+    config = TrainConfig(model=TINY, weight_averaging=0.9)
     sample = (torch.rand(4, 1, 28, 28), torch.tensor([0, 1, 2, 3]))
     run = build_run(config, "cpu", sample=sample)
     assert run.model.digits.route is fused_dynamic_routing and run.details["routing"] == "fused"
@@ -62,7 +61,7 @@ def test_a_fast_cpu_run_times_the_convolutions_on_the_sample():
 
 
 def test_the_model_is_seeded_by_the_configuration_only():
-    config = TrainConfig(model=SMALL, seed=7)
+    config = TrainConfig(model=TINY, seed=7)
     torch.manual_seed(123)
     state = torch.random.get_rng_state()
     a, b = build_model(config), build_model(config, routing="fused", convolution="matmul")
@@ -74,7 +73,7 @@ def test_the_model_is_seeded_by_the_configuration_only():
 
 def test_implementation_choices():
     assert choose_implementation(profile("cnn"), torch.device("cpu")) == ({}, None)
-    capsnet = TrainConfig(model=SMALL)
+    capsnet = TrainConfig(model=TINY)
     assert choose_implementation(capsnet, torch.device("cpu"), fast=False) == ({}, None)
     assert choose_implementation(capsnet, torch.device("cpu")) == ({"routing": "fused"}, None)
 
@@ -82,7 +81,7 @@ def test_implementation_choices():
 def test_the_run_state_round_trips_through_a_checkpoint(tmp_path):
     from capsnotes.checkpoint import load_checkpoint, save_checkpoint
 
-    config = TrainConfig(model=SMALL, weight_averaging=0.5)
+    config = TrainConfig(model=TINY, weight_averaging=0.5)
     run = build_run(config, "cpu", fast=False)
     images, labels = torch.rand(4, 1, 28, 28), torch.tensor([0, 1, 2, 3])
     run.step(images, labels)
@@ -93,7 +92,7 @@ def test_the_run_state_round_trips_through_a_checkpoint(tmp_path):
     assert other.learning_rate == pytest.approx(run.learning_rate)
     for a, b in zip(run.average.model.parameters(), other.average.model.parameters(), strict=True):
         assert torch.equal(a, b)
-    plain = build_run(TrainConfig(model=SMALL, weight_averaging=0.5), "cpu", fast=False)
+    plain = build_run(TrainConfig(model=TINY, weight_averaging=0.5), "cpu", fast=False)
     save_checkpoint(
         tmp_path / "n.safetensors", run.model.state_dict(), {}, run.optimizer.state_dict()
     )

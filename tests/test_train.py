@@ -13,10 +13,11 @@ from capsnotes.data import load_dataset
 from capsnotes.evaluation import evaluate
 from capsnotes.run import build_model
 from capsnotes.train import train
+from tests.conftest import TINY
 
-SMALL = CapsNetConfig(
-    conv_channels=16, primary_channels=4, primary_dim=8, digit_dim=8, decoder_hidden=(64, 128)
-)
+#: how the runs compared here compute, so that timing cannot choose differently for each
+PINNED = {"convolution": "native", "precision": "float32"}
+
 TIMING = {"seconds", "images_per_second", "eval_seconds"}
 
 
@@ -48,9 +49,16 @@ def without_timing(history):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("averaging", [0.0, 0.9])
-def test_resume_after_interruption_gives_the_same_history(mnist_root, tmp_path, averaging):
-    """Also with a moving average of the weights, which the checkpoint must carry."""
+@pytest.mark.parametrize(
+    ("averaging", "implementation"),
+    [(0.0, {"convolution": "matmul", "precision": "bfloat16"}), (0.9, PINNED)],
+)
+def test_resume_after_interruption_gives_the_same_history(
+    mnist_root, tmp_path, averaging, implementation
+):
+    """Also with a moving average of the weights, which the checkpoint must carry, and in
+    bf16. Both runs compute the same way (``implementation``): timed choices of a model
+    this small can differ from run to run."""
     config = TrainConfig(
         epochs=3,
         batch_size=32,
@@ -58,10 +66,16 @@ def test_resume_after_interruption_gives_the_same_history(mnist_root, tmp_path, 
         test_size=100,
         max_shift=2,
         seed=3,
-        model=SMALL,
+        model=TINY,
         weight_averaging=averaging,
     )
-    whole = train(config, tmp_path / "whole", data_root=mnist_root, progress=False)
+    whole = train(
+        config,
+        tmp_path / "whole",
+        data_root=mnist_root,
+        progress=False,
+        implementation=implementation,
+    )
 
     def stop_after_second_epoch(record):
         if record["epoch"] == 2:
@@ -73,10 +87,17 @@ def test_resume_after_interruption_gives_the_same_history(mnist_root, tmp_path, 
             tmp_path / "cut",
             data_root=mnist_root,
             progress=False,
+            implementation=implementation,
             on_epoch_end=stop_after_second_epoch,
         )
     assert len(json.loads((tmp_path / "cut" / "history.json").read_text())["epochs"]) == 2
-    resumed = train(config, tmp_path / "cut", data_root=mnist_root, progress=False)
+    resumed = train(
+        config,
+        tmp_path / "cut",
+        data_root=mnist_root,
+        progress=False,
+        implementation=implementation,
+    )
     assert without_timing(resumed.history) == without_timing(whole.history)
     assert all(("test_accuracy_live" in e) == bool(averaging) for e in whole.history["epochs"])
     saved = load_checkpoint(tmp_path / "whole")
@@ -89,7 +110,13 @@ def test_resume_after_interruption_gives_the_same_history(mnist_root, tmp_path, 
     assert resumed.history["wall_seconds"] == pytest.approx(sum(resumed.history["sessions"]))
     # a finished run resumes to nothing new, and leaves its files alone
     written = (tmp_path / "cut" / "history.json").read_text()
-    again = train(config, tmp_path / "cut", data_root=mnist_root, progress=False)
+    again = train(
+        config,
+        tmp_path / "cut",
+        data_root=mnist_root,
+        progress=False,
+        implementation=implementation,
+    )
     assert without_timing(again.history) == without_timing(whole.history)
     assert again.history["sessions"] == resumed.history["sessions"]
     assert (tmp_path / "cut" / "history.json").read_text() == written
@@ -98,12 +125,18 @@ def test_resume_after_interruption_gives_the_same_history(mnist_root, tmp_path, 
 @pytest.mark.slow
 def test_a_finished_run_extended_trains_as_the_longer_run(mnist_root, tmp_path):
     config = TrainConfig(
-        epochs=2, batch_size=32, train_size=96, test_size=50, max_shift=2, seed=1, model=SMALL
+        epochs=2, batch_size=32, train_size=96, test_size=50, max_shift=2, seed=1, model=TINY
     )
     longer = dataclasses.replace(config, epochs=3)
-    whole = train(longer, tmp_path / "whole", data_root=mnist_root, progress=False)
-    train(config, tmp_path / "extended", data_root=mnist_root, progress=False)
-    extended = train(longer, tmp_path / "extended", data_root=mnist_root, progress=False)
+    whole = train(
+        longer, tmp_path / "whole", data_root=mnist_root, progress=False, implementation=PINNED
+    )
+    train(
+        config, tmp_path / "extended", data_root=mnist_root, progress=False, implementation=PINNED
+    )
+    extended = train(
+        longer, tmp_path / "extended", data_root=mnist_root, progress=False, implementation=PINNED
+    )
     assert without_timing(extended.history) == without_timing(whole.history)
     assert extended.history["train_config"] == longer.to_dict()
     assert len(extended.history["session_details"]) == 2
@@ -111,12 +144,18 @@ def test_a_finished_run_extended_trains_as_the_longer_run(mnist_root, tmp_path):
     for name, value in whole.model.state_dict().items():
         assert torch.equal(extended.model.state_dict()[name], value), name
     with pytest.raises(ValueError, match="has trained 3 epochs already, more than the 2"):
-        train(config, tmp_path / "extended", data_root=mnist_root, progress=False)
+        train(
+            config,
+            tmp_path / "extended",
+            data_root=mnist_root,
+            progress=False,
+            implementation=PINNED,
+        )
 
 
 @pytest.mark.slow
 def test_resume_refuses_a_different_configuration(mnist_root, tmp_path):
-    config = TrainConfig(epochs=1, batch_size=32, train_size=64, test_size=50, model=SMALL)
+    config = TrainConfig(epochs=1, batch_size=32, train_size=64, test_size=50, model=TINY)
     train(config, tmp_path, data_root=mnist_root, progress=False)
     with pytest.raises(ValueError, match="different configuration"):
         train(
@@ -128,7 +167,7 @@ def test_resume_refuses_a_different_configuration(mnist_root, tmp_path):
 
 
 def test_dataset_must_fit_the_model(mnist_root, tmp_path):
-    config = TrainConfig(model=dataclasses.replace(SMALL, image_size=36), train_size=10)
+    config = TrainConfig(model=dataclasses.replace(TINY, image_size=36), train_size=10)
     with pytest.raises(ValueError, match=r"model expects images \(1, 36, 36\)"):
         train(config, tmp_path, data_root=mnist_root, progress=False)
 

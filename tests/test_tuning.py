@@ -5,7 +5,7 @@ cache is used only where the caller keeps one."""
 import pytest
 import torch
 
-from capsnotes import CapsNetConfig, dynamic_routing
+from capsnotes import dynamic_routing
 from capsnotes.kernels import MatmulConv2d, fused_dynamic_routing
 from capsnotes.tuning import (
     BF16_SPEEDUP_THRESHOLD,
@@ -14,8 +14,8 @@ from capsnotes.tuning import (
     cpu_bf16_speedup,
     implementations,
 )
+from tests.conftest import TINY
 
-SMALL = CapsNetConfig(conv_channels=8, primary_channels=2, decoder_hidden=(16, 16))
 IMAGES, LABELS = torch.rand(2, 1, 28, 28), torch.tensor([1, 2])
 
 
@@ -54,7 +54,7 @@ def test_with_bf16_units_the_fastest_of_four_candidates_is_chosen(monkeypatch):
     fake_clock(monkeypatch, native=0.2, matmul=0.3, bf16_factor=0.5)
     bf16_rates(monkeypatch, speedup=4.0)
     before = torch.random.get_rng_state()
-    choice = choose_cpu_implementation(SMALL, IMAGES, LABELS, repeats=2)
+    choice = choose_cpu_implementation(TINY, IMAGES, LABELS, repeats=2)
     assert (choice.convolution, choice.precision) == ("native", "bfloat16")
     assert set(choice.seconds) == {
         "native, float32",
@@ -73,7 +73,7 @@ def test_a_cpu_without_bf16_units_chooses_among_float32_only(monkeypatch):
     """On such a CPU nothing changes: the same two candidates as before bf16 existed."""
     calls = fake_clock(monkeypatch, native=0.3, matmul=0.2, bf16_factor=0.1)
     bf16_rates(monkeypatch, speedup=BF16_SPEEDUP_THRESHOLD * 0.9)
-    choice = choose_cpu_implementation(SMALL, IMAGES, LABELS, repeats=1)
+    choice = choose_cpu_implementation(TINY, IMAGES, LABELS, repeats=1)
     assert (choice.convolution, choice.precision) == ("matmul", "float32")
     assert set(choice.seconds) == {"native, float32", "matmul, float32"}
     assert len(calls) == 2 * 2 * 2  # 2 candidates x (warm-up + 1 repeat) x 2 convolutions
@@ -86,7 +86,7 @@ def test_without_mixed_precision_bf16_is_not_even_measured(monkeypatch):
         raise AssertionError("the bf16 probe ran although mixed precision is off")
 
     monkeypatch.setattr("capsnotes.tuning.cpu_bf16_speedup", refuse)
-    choice = choose_cpu_implementation(SMALL, IMAGES, LABELS, mixed_precision=False)
+    choice = choose_cpu_implementation(TINY, IMAGES, LABELS, mixed_precision=False)
     assert choice.precision == "float32" and choice.matmul is None
     assert "matmul_gflops" not in choice.to_dict()
 
@@ -95,13 +95,13 @@ def test_a_cache_given_by_the_caller_is_used(monkeypatch):
     calls = fake_clock(monkeypatch, native=0.2, matmul=0.3, bf16_factor=0.5)
     bf16_rates(monkeypatch, speedup=4.0)
     cache: dict = {}
-    choice = choose_cpu_implementation(SMALL, IMAGES, LABELS, cache=cache)
+    choice = choose_cpu_implementation(TINY, IMAGES, LABELS, cache=cache)
     assert len(cache) == 1 and next(iter(cache.values())) is choice
     timed = len(calls)
-    assert choose_cpu_implementation(SMALL, IMAGES, LABELS, cache=cache) is choice
+    assert choose_cpu_implementation(TINY, IMAGES, LABELS, cache=cache) is choice
     assert len(calls) == timed  # from the cache, not timed again
     # another precision setting is another question
-    other = choose_cpu_implementation(SMALL, IMAGES, LABELS, cache=cache, mixed_precision=False)
+    other = choose_cpu_implementation(TINY, IMAGES, LABELS, cache=cache, mixed_precision=False)
     assert other is not choice and len(cache) == 2
 
 
@@ -128,7 +128,7 @@ def test_the_probe_reports_the_fastest_of_its_repeats(monkeypatch):
 
 def test_bad_sample_is_refused():
     with pytest.raises(ValueError, match="images must be"):
-        choose_cpu_implementation(SMALL, torch.rand(2, 3, 28, 28), torch.tensor([1, 2]))
+        choose_cpu_implementation(TINY, torch.rand(2, 3, 28, 28), torch.tensor([1, 2]))
 
 
 def test_the_names_the_configurations_use_map_to_the_implementations():

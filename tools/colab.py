@@ -98,7 +98,7 @@ class References:
             return fields["url"]
         if "doi" in fields:
             return f"https://doi.org/{fields['doi']}"
-        return f"{HOSTED}/12_references.html"
+        return f"{HOSTED}/15_references.html"
 
     def cite(self, keys: str, textual: bool) -> str:
         parts = []
