@@ -5,6 +5,9 @@ model without training twice.
   package, with its file and line numbers, so a chapter never holds a copy that could
   drift from the tested code. Only the ``.. math::`` blocks of its docstring are left
   out: the chapter renders those equations itself.
+* :func:`beside_procedure` sets a function's code beside the numbered algorithm it
+  implements, each step next to the lines that compute it (the code marks them with
+  ``# line N:`` comments), as the annotated paper implementations do.
 * :func:`trained_model` is the book's "load the checkpoint if it exists, else train":
   runs live in ``$CAPSNOTES_CACHE/runs/<profile>-<config hash>`` (default
   ``~/.cache/capsnotes``), so any chapter can be run on its own and a changed
@@ -13,9 +16,11 @@ model without training twice.
 
 from __future__ import annotations
 
+import html
 import inspect
 import json
 import os
+import re
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +35,16 @@ from .devices import resolve_device
 from .run import build_model
 from .train import TrainResult, train
 
-__all__ = ["SourceCode", "cache_dir", "show_source", "trained_model", "without_math_blocks"]
+__all__ = [
+    "PROCEDURE_1",
+    "ProcedureAndCode",
+    "SourceCode",
+    "beside_procedure",
+    "cache_dir",
+    "show_source",
+    "trained_model",
+    "without_math_blocks",
+]
 
 PACKAGE_ROOT = Path(__file__).resolve().parent
 
@@ -78,6 +92,92 @@ def without_math_blocks(code: str) -> str:
         if block_indent is None:
             kept.append(line)
     return "".join(kept)
+
+
+#: Procedure 1 of Sabour et al. (2017), routing by agreement, line by line, in the
+#: notation of the book (û: votes, b: logits, c: couplings, s: total input, v: output).
+PROCEDURE_1 = (
+    "procedure ROUTING(û_{j|i}, r)",
+    "for all children i and parents j: b_ij ← 0",
+    "for r iterations do",
+    "    for all children i: c_i ← softmax(b_i)",
+    "    for all parents j: s_j ← Σ_i c_ij û_{j|i}",
+    "    for all parents j: v_j ← squash(s_j)",
+    "    for all i, j: b_ij ← b_ij + û_{j|i} · v_j",
+    "return v_j",
+)
+
+_LINE_MARK = re.compile(r"#\s*(?:Procedure 1, )?line (\d+)")
+
+
+@dataclass
+class ProcedureAndCode:
+    """An algorithm's numbered steps beside the code lines that compute each one.
+
+    ``rows[k]`` is ``(number, step, code)``: step ``number`` of the algorithm and the
+    lines of the function that carry its ``# line N`` mark, up to the next mark."""
+
+    location: str
+    rows: list[tuple[int, str, str]]
+
+    def _repr_html_(self) -> str:
+        cells = []
+        for number, step, code in self.rows:
+            cells.append(
+                "<tr>"
+                f'<td style="vertical-align:top;padding:2px 8px;white-space:pre;'
+                f'font-family:monospace;border-right:1px solid #999">{number}  '
+                f"{html.escape(step)}</td>"
+                f'<td style="vertical-align:top;padding:2px 8px"><pre style="margin:0;'
+                f'background:none">{html.escape(code)}</pre></td></tr>'
+            )
+        return (
+            f"<p><code>{html.escape(self.location)}</code>, beside Procedure 1</p>"
+            '<table style="border-collapse:collapse;text-align:left">'
+            "<tr><th>Procedure 1</th><th>code</th></tr>" + "".join(cells) + "</table>"
+        )
+
+    def __repr__(self) -> str:
+        blocks = [f"# {self.location}, beside Procedure 1"]
+        for number, step, code in self.rows:
+            blocks.append(f"{number}  {step}\n" + textwrap.indent(code, "      | "))
+        return "\n".join(blocks)
+
+
+def beside_procedure(function: Any, procedure: tuple[str, ...] = PROCEDURE_1) -> ProcedureAndCode:
+    """Set ``function``'s body beside ``procedure``: each numbered step (counted from 1)
+    with the code lines that follow the ``# line N`` comment for it in the source (the
+    comment itself is left out: the step stands beside the code). Steps with no code,
+    such as the procedure's heading, get none. Raises if the code marks a step the
+    procedure does not have."""
+    source = show_source(function)
+    code_of: dict[int, list[str]] = {}
+    current: int | None = None
+    body = source.code.split('"""')[-1] if '"""' in source.code else source.code
+    for line in body.splitlines():
+        mark = _LINE_MARK.search(line)
+        if mark:
+            current = int(mark.group(1))
+            if not 1 <= current <= len(procedure):
+                raise ValueError(
+                    f"{source.location} marks line {current}; the procedure has lines "
+                    f"1 to {len(procedure)}"
+                )
+            code_of.setdefault(current, [])
+            rest = line[: mark.start()].rstrip().rstrip("#").rstrip()
+            if rest.strip():
+                code_of[current].append(rest)
+            continue
+        if current is not None and line.strip():
+            code_of[current].append(line)
+    # one indentation for all: the loop's body stays indented under the loop
+    lines = [line for block in code_of.values() for line in block]
+    indent = min((len(line) - len(line.lstrip()) for line in lines), default=0)
+    rows = [
+        (number, step, "\n".join(line[indent:] for line in code_of.get(number, [])))
+        for number, step in enumerate(procedure, start=1)
+    ]
+    return ProcedureAndCode(source.location, rows)
 
 
 def cache_dir() -> Path:

@@ -52,22 +52,26 @@ def dynamic_routing(
         ``v`` of shape ``[batch, out_caps, out_dim]``, or ``(v, c)`` with ``c`` of shape
         ``[batch, in_caps, out_caps]`` where every ``c[b, i, :]`` sums to 1.
     """
+    # Procedure 1, line 1: the votes û_{j|i}
+    # laid out [B, O, I, D]: for each example and parent the children's votes form one
+    # matrix, so both sums over the children i below are batched matrix products.
     batch, in_caps, out_caps, _ = u_hat.shape
-    # The votes laid out [B, O, I, D]: for each example and parent the children's votes
-    # form one matrix, so both sums over the children i below are batched matrix products.
     votes = u_hat.transpose(1, 2).contiguous()
-    # Procedure 1, line 2: b_ij ← 0, one set of logits per example.
+    # line 2: b_ij ← 0
+    # one set of logits per example, so that no image's routing depends on another's
     logits = u_hat.new_zeros(batch, in_caps, out_caps)  # b: [B, I, O]
-    for iteration in range(iterations):  # line 3: for r iterations
-        # line 4: c_i ← softmax(b_i), over the parents j: each child splits its vote.
+    for iteration in range(iterations):  # line 3: r iterations
+        # line 4: c_i ← softmax(b_i)
+        # over the parents j (the last axis): each child splits its vote
         coupling = logits.softmax(dim=-1)  # c: [B, I, O]
-        # line 5: s_j ← Σ_i c_ij û_{j|i}        [B, O, 1, I] @ [B, O, I, D] → [B, O, D]
-        s = (coupling.transpose(1, 2).unsqueeze(2) @ votes).squeeze(2)
+        # line 5: s_j ← Σ_i c_ij û_{j|i}
+        s = (coupling.transpose(1, 2).unsqueeze(2) @ votes).squeeze(2)  # [B, O, D]
         # line 6: v_j ← squash(s_j)
         v = squash(s)  # v: [B, O, D]
-        if iteration + 1 < iterations:  # (after the last pass, b is never read again)
-            # line 7: b_ij ← b_ij + û_{j|i} · v_j    [B, O, I, D] @ [B, O, D, 1] → [B, O, I]
-            agreement = (votes @ v.unsqueeze(-1)).squeeze(-1)
+        # line 7: b_ij ← b_ij + û_{j|i} · v_j
+        # (not after the last pass: those logits would never be read)
+        if iteration + 1 < iterations:
+            agreement = (votes @ v.unsqueeze(-1)).squeeze(-1)  # û·v: [B, O, I]
             logits = logits + agreement.transpose(1, 2)
     # line 8: return v_j
     if return_coupling:

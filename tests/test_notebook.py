@@ -1,7 +1,9 @@
 """The chapters' helpers: the package's own source, shown without docstring math."""
 
+import pytest
+
 from capsnotes import dynamic_routing, margin_loss, squash
-from capsnotes.notebook import show_source, without_math_blocks
+from capsnotes.notebook import PROCEDURE_1, beside_procedure, show_source, without_math_blocks
 
 
 def test_math_blocks_leave_and_the_words_stay():
@@ -36,3 +38,30 @@ def test_shown_source_is_the_package_source_with_its_place():
         assert f"\ndef {function.__name__}(" in source.code
         assert source.location.startswith("capsnotes/") and ", lines " in source.location
         assert "```python" in source._repr_markdown_()
+
+
+def test_procedure_1_stands_beside_every_line_of_the_routing_code():
+    shown = beside_procedure(dynamic_routing)
+    assert [number for number, _, _ in shown.rows] == list(range(1, len(PROCEDURE_1) + 1))
+    assert all(code for number, _, code in shown.rows if number > 1)  # each step computed
+    code = {number: code for number, _, code in shown.rows}
+    assert "softmax(dim=-1)" in code[4] and "squash(s)" in code[6] and "agreement" in code[7]
+    # nothing of the body is lost: every code line of the function appears once
+    body = show_source(dynamic_routing).code.split('"""')[-1]
+    statements = [line.strip() for line in body.splitlines() if line.strip()]
+    statements = [line.split("# line")[0].strip() for line in statements]
+    shown_lines = [line.strip() for _, _, c in shown.rows for line in c.splitlines()]
+    assert [s for s in statements if s and not s.startswith("#")] == [
+        s for s in shown_lines if not s.startswith("#")
+    ]
+    html = shown._repr_html_()
+    assert html.count("<tr>") == len(PROCEDURE_1) + 1 and "&lt;" not in PROCEDURE_1[0]
+
+
+def test_a_mark_the_procedure_does_not_have_is_refused():
+    def marked(x):
+        # line 9: nothing
+        return x
+
+    with pytest.raises(ValueError, match="marks line 9; the procedure has lines 1 to 8"):
+        beside_procedure(marked)
