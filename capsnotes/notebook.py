@@ -8,6 +8,8 @@ model without training twice.
 * :func:`beside_procedure` sets a function's code beside the numbered algorithm it
   implements, each step next to the lines that compute it (the code marks them with
   ``# line N:`` comments), as the annotated paper implementations do.
+* :func:`glue` keeps a computed value for the prose to quote (MyST-NB's glue), so that a
+  number in the text comes from an output and cannot drift from it.
 * :func:`trained_model` is the book's "load the checkpoint if it exists, else train":
   runs live in ``$CAPSNOTES_CACHE/runs/<profile>-<config hash>`` (default
   ``~/.cache/capsnotes``), so any chapter can be run on its own and a changed
@@ -41,6 +43,7 @@ __all__ = [
     "SourceCode",
     "beside_procedure",
     "cache_dir",
+    "glue",
     "show_source",
     "trained_model",
     "without_math_blocks",
@@ -178,6 +181,19 @@ def beside_procedure(function: Any, procedure: tuple[str, ...] = PROCEDURE_1) ->
         for number, step in enumerate(procedure, start=1)
     ]
     return ProcedureAndCode(source.location, rows)
+
+
+def glue(name: str, value: Any) -> Any:
+    """Keep ``value`` under ``name`` for the chapter's prose (``{glue:text}`name:.2f```), as
+    MyST-NB's ``glue`` does, without displaying it, and return it. Where MyST-NB is not
+    installed (Colab), nothing is kept: the Colab notebooks carry the values in their text
+    already (``tools/colab.py``)."""
+    try:
+        from myst_nb import glue as myst_glue
+    except ImportError:
+        return value
+    myst_glue(name, value, display=False)
+    return value
 
 
 def cache_dir() -> Path:

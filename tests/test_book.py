@@ -18,7 +18,7 @@ import yaml
 from tests.conftest import REPO
 
 sys.path.insert(0, str(REPO / "tools"))
-from colab import References, chapters, colab_cells, myst_left_in  # noqa: E402
+from colab import References, chapters, colab_cells, glued_values, myst_left_in  # noqa: E402
 
 BOOK = REPO / "book"
 CONFIG = yaml.safe_load((REPO / "_config.yml").read_text())
@@ -64,7 +64,10 @@ def test_the_notebook_is_its_source_as_colab_reads_it(source):
     committed = notebook(source)
     nbformat.validate(committed)
     book = chapters()
-    expected = colab_cells(jupytext.read(source).cells, book[source.stem], book, References())
+    glued = glued_values(committed.cells)
+    expected = colab_cells(
+        jupytext.read(source).cells, book[source.stem], book, References(), glued
+    )
 
     def cells(cells):
         return [
@@ -323,3 +326,37 @@ def test_the_loss_chapters_use_nothing_from_later_chapters(stem):
     for module in LATER_MODULES:
         assert f"capsnotes.{module}" not in code, f"{stem} imports capsnotes.{module}"
     assert not re.search(r"from capsnotes import [^\n]*\b(train|evaluate|TrainConfig)\b", code)
+
+
+def test_glued_numbers_become_text_for_colab():
+    """What the HTML pastes from an output, the Colab notebook carries as text."""
+    from nbformat.v4 import new_code_cell, new_markdown_cell, new_output
+
+    book = chapters()
+    chapter = book["02_squash"]
+    record = {"scrapbook": {"name": "accuracy", "mime_prefix": "application/papermill.record/"}}
+    code = new_code_cell(
+        "glue('accuracy', 0.99312)",
+        outputs=[
+            new_output(
+                "display_data",
+                data={"application/papermill.record/text/plain": "0.99312"},
+                metadata=record,
+            )
+        ],
+    )
+    glued = glued_values([code])
+    assert glued == {"accuracy": "0.99312"}
+    text = "It reads {glue:text}`accuracy:.2%` of them ({glue:text}`accuracy`)."
+    cells = colab_cells([new_markdown_cell(text), code], chapter, book, References(), glued)
+    assert cells[0].source == "It reads 99.31% of them (0.99312)."
+    assert myst_left_in(cells[0].source) == []
+    with pytest.raises(ValueError, match="no glued value 'accuracy'"):
+        colab_cells([new_markdown_cell(text)], chapter, book, References(), {})
+
+
+def test_glue_keeps_nothing_where_myst_nb_is_missing(monkeypatch):
+    from capsnotes.notebook import glue
+
+    monkeypatch.setitem(sys.modules, "myst_nb", None)  # as on Colab: import fails
+    assert glue("x", 3.5) == 3.5

@@ -12,7 +12,9 @@ that they read the same there as in the HTML book:
 * an included source file becomes a code block with the included lines;
 * a figure's caption becomes a paragraph at the top of the next markdown cell,
   ``**Fig. 8.2** ...``, numbered as in the HTML;
-* the bibliography becomes a list.
+* the bibliography becomes a list;
+* a number glued from a computed output (MyST-NB's ``{glue:text}`name:format```) becomes
+  that number as text, formatted as the HTML formats it.
 
 Code cells are left exactly as they are, so the notebook runs (and hashes, for the
 book's execution cache) the same. ``tools/refresh_notebooks.py`` uses this when it
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+from myst_nb.core.variables import format_plain_text
 from pybtex.database import parse_file
 from pybtex.plugin import find_plugin
 
@@ -151,8 +154,34 @@ EXPLORER_NOTE = (
 )
 
 
-def colab_markdown(text: str, chapter: Chapter, book: dict[str, Chapter], refs: References) -> str:
-    """One markdown cell of ``chapter`` in plain Markdown."""
+#: Where MyST-NB's glue() keeps a value that it does not display.
+GLUE_PREFIX = "application/papermill.record/"
+
+
+def glued_values(cells: list) -> dict[str, str]:
+    """The values the executed code ``cells`` glued (``myst_nb.glue``), by name, as the
+    text/plain that MyST-NB pastes."""
+    found: dict[str, str] = {}
+    for cell in cells:
+        for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            record = output.get("metadata", {}).get("scrapbook")
+            if not record:
+                continue
+            data = output.get("data", {})
+            text = data.get(GLUE_PREFIX + "text/plain", data.get("text/plain"))
+            found[record["name"]] = text
+    return found
+
+
+def colab_markdown(
+    text: str,
+    chapter: Chapter,
+    book: dict[str, Chapter],
+    refs: References,
+    glued: dict[str, str] | None = None,
+) -> str:
+    """One markdown cell of ``chapter`` in plain Markdown; ``glued`` holds the values the
+    chapter's outputs glued (:func:`glued_values`)."""
     text = EXPLORER.sub(EXPLORER_NOTE, text)
     source = BOOK / f"{chapter.name}.md"
     labels = _equation_labels(source.read_text())
@@ -177,6 +206,11 @@ def colab_markdown(text: str, chapter: Chapter, book: dict[str, Chapter], refs: 
             return f"[{label}]({HOSTED}/{name}.html)"
         if kind == "eq":
             return f"({chapter.number}.{labels.index(target) + 1})"
+        if kind == "glue:text":
+            name, _, spec = target.rpartition(":") if ":" in target else (target, "", "")
+            if glued is None or name not in glued:
+                raise ValueError(f"{source.name}: no glued value {name!r} (execute it first)")
+            return format_plain_text(glued[name], spec)
         raise ValueError(f"{source.name}: no Colab form for the role {{{kind}}}")
 
     def equation(match: re.Match) -> str:
@@ -192,14 +226,21 @@ def _equation_labels(text: str) -> list[str]:
     return [m["label"] for m in EQUATION_LABEL.finditer(text)]
 
 
-def colab_cells(cells: list, chapter: Chapter, book: dict[str, Chapter], refs: References) -> list:
-    """The notebook cells of ``chapter`` for Colab: markdown rewritten, figure captions
-    moved into the markdown cell that follows each figure, code cells unchanged."""
+def colab_cells(
+    cells: list,
+    chapter: Chapter,
+    book: dict[str, Chapter],
+    refs: References,
+    glued: dict[str, str] | None = None,
+) -> list:
+    """The notebook cells of ``chapter`` for Colab: markdown rewritten (with the values
+    ``glued`` by the executed chapter), figure captions moved into the markdown cell
+    that follows each figure, code cells unchanged."""
     figure = 0
     caption = None
     for index, cell in enumerate(cells):
         if cell.cell_type == "markdown":
-            cell.source = colab_markdown(cell.source, chapter, book, refs)
+            cell.source = colab_markdown(cell.source, chapter, book, refs, glued)
             if caption is not None:
                 cell.source = caption + "\n\n" + cell.source
                 caption = None
@@ -211,7 +252,7 @@ def colab_cells(cells: list, chapter: Chapter, book: dict[str, Chapter], refs: R
         text = cell.metadata.get("mystnb", {}).get("figure", {}).get("caption")
         if text is not None:
             figure += 1
-            text = colab_markdown(" ".join(text.split()), chapter, book, refs)
+            text = colab_markdown(" ".join(text.split()), chapter, book, refs, glued)
             caption = f"**Fig. {chapter.number}.{figure}** {text}"
     if caption is not None:
         raise ValueError(f"{chapter.name}: the last figure needs a markdown cell after it")

@@ -32,7 +32,7 @@ import nbformat
 from nbclient import NotebookClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from colab import References, chapters, colab_cells  # noqa: E402
+from colab import References, chapters, colab_cells, glued_values  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 BOOK = REPO / "book"
@@ -80,7 +80,7 @@ def write_notebook(notebook, cells: list, source: Path, book: dict, refs: Refere
     """Write ``notebook`` with ``cells`` (the source's, executed) beside ``source``, as
     Colab reads it. Cell ids are derived from the chapter and the cell's place (jupytext
     draws random ones), so that refreshing an unchanged chapter changes nothing."""
-    notebook.cells = colab_cells(cells, book[source.stem], book, refs)
+    notebook.cells = colab_cells(cells, book[source.stem], book, refs, glued_values(cells))
     for index, cell in enumerate(notebook.cells):
         cell.id = hashlib.sha1(f"{source.stem}:{index}".encode()).hexdigest()[:8]
     nbformat.validate(notebook)
