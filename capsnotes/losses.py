@@ -3,6 +3,7 @@ loss (§4.1), combined in one place, :func:`capsnet_loss`."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple, Protocol
 
 import torch
@@ -98,7 +99,13 @@ class Loss(NamedTuple):
 
 
 def capsnet_loss(
-    output: CapsuleOutput, images: Tensor, target: Tensor, reconstruction_weight: float = 0.0005
+    output: CapsuleOutput,
+    images: Tensor,
+    target: Tensor,
+    reconstruction_weight: float = 0.0005,
+    *,
+    margin: Callable[[Tensor, Tensor], Tensor] = margin_loss,
+    reconstruction: Callable[[Tensor, Tensor, float], Tensor] = reconstruction_loss,
 ) -> Loss:
     """The objective CapsNet is trained with (§4.1): the margin loss of the digit capsules
     plus ``reconstruction_weight`` × the summed squared error of the reconstructions.
@@ -110,14 +117,16 @@ def capsnet_loss(
         target: class indices ``[B]`` or presence ``[B, num_classes]``.
         reconstruction_weight: 0.0005 in the paper; 0 trains without the decoder's
             help (its parameters then get no gradient).
+        margin, reconstruction: the two terms; the paper's unless a comparison replaces
+            one (the book trains popular variants, :mod:`capsnotes.mistakes`, this way).
 
     Both terms are computed in float32, also when the forward pass ran in bf16.
     """
-    margin = margin_loss(output.capsules.float(), target)
-    reconstruction = reconstruction_loss(
+    margin_term = margin(output.capsules.float(), target)
+    reconstruction_term = reconstruction(
         output.reconstructions.float(), images, reconstruction_weight
     )
     return Loss(
-        margin + reconstruction,
-        {"margin_loss": margin.detach(), "reconstruction_loss": reconstruction.detach()},
+        margin_term + reconstruction_term,
+        {"margin_loss": margin_term.detach(), "reconstruction_loss": reconstruction_term.detach()},
     )

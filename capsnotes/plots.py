@@ -142,14 +142,18 @@ def capsule_arrows(vectors: Tensor, labels: Sequence[str]) -> Figure:
     return fig
 
 
-def coupling_by_class(couplings: Sequence[Tensor], weights: Tensor, true_class: int) -> Figure:
-    """For each routing iteration, how much more (or less) than an even share of the
-    children's votes each parent receives, in percentage points: the share is
-    ``Σ_i ‖u_i‖ c_ij / Σ_i ‖u_i‖`` and an even share is ``1 / classes``.
+def coupling_by_class(
+    couplings: Sequence[Tensor], weights: Tensor, true_class: int, first_iteration: int = 1
+) -> Figure:
+    """For each routing iteration from ``first_iteration`` on, how much more (or less)
+    than an even share of the children's votes each parent receives, in percentage points:
+    the share is ``Σ_i ‖u_i‖ c_ij / Σ_i ‖u_i‖`` and an even share is ``1 / classes``.
 
-    ``couplings``: one ``[in_caps, classes]`` tensor per iteration; ``weights``
-    ``[in_caps]``.
+    ``couplings``: one ``[in_caps, classes]`` tensor per iteration, from iteration 1;
+    ``weights`` ``[in_caps]``. (Iteration 1 is an even split by construction: its bars
+    are all zero.)
     """
+    couplings = list(couplings)[first_iteration - 1 :]
     shares = torch.stack([(c * weights[:, None]).sum(0) / weights.sum() for c in couplings])
     iterations, classes = shares.shape
     excess = 100 * (shares - 1 / classes)
@@ -161,8 +165,8 @@ def coupling_by_class(couplings: Sequence[Tensor], weights: Tensor, true_class: 
             np.arange(classes) + offset,
             excess[t].numpy(),
             width=width,
-            label=f"iteration {t + 1}",
-            color=COLORS[t % len(COLORS)],
+            label=f"iteration {t + first_iteration}",
+            color=COLORS[(t + first_iteration - 1) % len(COLORS)],
         )
     ax.axhline(0, color="#555555", linewidth=0.8)
     ax.set_xticks(range(classes))

@@ -71,7 +71,13 @@ def test_the_notebook_is_its_source_as_colab_reads_it(source):
 
     def cells(cells):
         return [
-            (c.cell_type, c.source, c.metadata.get("tags", []), c.metadata.get("mystnb"))
+            (
+                c.cell_type,
+                c.source,
+                c.metadata.get("tags", []),
+                c.metadata.get("mystnb"),
+                c.metadata.get("cellView"),
+            )
             for c in cells
         ]
 

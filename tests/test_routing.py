@@ -2,6 +2,7 @@ import pytest
 import torch
 
 from capsnotes import DynamicRouting, dynamic_routing, squash
+from capsnotes.mistakes import routing_over_children
 
 
 def loop_routing(u_hat: torch.Tensor, iterations: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -68,20 +69,9 @@ def test_couplings_sum_to_one_over_parents():
         torch.testing.assert_close(c.sum(dim=2), torch.ones(4, 30))
 
 
-def wrong_axis_routing(u_hat: torch.Tensor, iterations: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The popular mistake: softmax over the children (dim=1) instead of the parents."""
-    logits = u_hat.new_zeros(u_hat.shape[:3])
-    for r in range(iterations):
-        c = logits.softmax(dim=1)
-        v = squash((c.unsqueeze(-1) * u_hat).sum(dim=1))
-        if r + 1 < iterations:
-            logits = logits + (u_hat * v.unsqueeze(1)).sum(-1)
-    return v, c
-
-
 def test_the_sum_check_catches_the_wrong_axis():
     u_hat = torch.randn(4, 30, 10, 16)
-    _, c = wrong_axis_routing(u_hat, 3)
+    _, c = routing_over_children(u_hat, 3)
     with pytest.raises(AssertionError):
         torch.testing.assert_close(c.sum(dim=2), torch.ones(4, 30))
 

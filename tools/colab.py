@@ -13,6 +13,8 @@ that they read the same there as in the HTML book:
 * a figure's caption becomes a paragraph at the top of the next markdown cell,
   ``**Fig. 8.2** ...``, numbered as in the HTML;
 * the bibliography becomes a list;
+* a code cell the HTML collapses (tag ``hide-cell``: the exercises' solutions) is
+  collapsed in Colab too, as a form cell showing its ``#@title`` line;
 * a number glued from a computed output (MyST-NB's ``{glue:text}`name:format```) becomes
   that number as text, formatted as the HTML formats it.
 
@@ -249,6 +251,10 @@ def colab_cells(
             raise ValueError(
                 f"{chapter.name}: a figure must be followed by text, cell {index} is code"
             )
+        if "hide-cell" in cell.metadata.get("tags", []):
+            if not cell.source.startswith("#@title "):
+                raise ValueError(f"{chapter.name}: a collapsed cell needs a #@title line")
+            cell.metadata["cellView"] = "form"
         text = cell.metadata.get("mystnb", {}).get("figure", {}).get("caption")
         if text is not None:
             figure += 1
