@@ -243,74 +243,77 @@ def length_bars(images: Tensor, lengths: Tensor, labels: Sequence[int]) -> Figur
 
 
 def loss_curves(runs: Mapping[str, dict[str, Any]]) -> Figure:
-    """Margin and reconstruction loss of each run in ``runs`` (label → history), on one
-    epoch axis: every training step (faint), a moving mean of the steps, and the test
-    losses at the end of each epoch (dots)."""
-    fig, axes = new_figure(ncols=2, width=8.4, height=3.4)
-    for index, (label, history) in enumerate(runs.items()):
+    """Margin and reconstruction loss of each run in ``runs`` (label → history), one row
+    of two panels per run, each on its own epoch axis: every training step (faint), a
+    moving mean of the steps, and the test losses at the end of each epoch (dots)."""
+    fig, axes = new_figure(
+        ncols=2, nrows=len(runs), width=8.4, height=2.6 * len(runs), squeeze=False
+    )
+    for row, (index, (label, history)) in zip(axes, enumerate(runs.items()), strict=True):
         color = COLORS[index % len(COLORS)]
         epochs = history["epochs"]
-        for ax, step_key, test_key in (
-            (axes[0], "step_margin_loss", "test_margin_loss"),
-            (axes[1], "step_reconstruction_loss", "test_reconstruction_loss"),
+        for ax, step_key, test_key, name in (
+            (row[0], "step_margin_loss", "test_margin_loss", "margin loss"),
+            (row[1], "step_reconstruction_loss", "test_reconstruction_loss", "reconstruction"),
         ):
             values = np.array([x for e in epochs for x in e[step_key]])
             steps_per_epoch = len(epochs[0][step_key])
             x = np.arange(1, len(values) + 1) / steps_per_epoch
-            ax.plot(x, values, color=color, alpha=0.18, linewidth=0.6)
+            ax.plot(x, values, color=color, alpha=0.18, linewidth=0.6, label="each step")
             window = max(1, steps_per_epoch // 4)
             if window > 1:
                 smooth = np.convolve(values, np.ones(window) / window, mode="valid")
-                ax.plot(x[window - 1 :], smooth, color=color, linewidth=1.2)
+                ax.plot(x[window - 1 :], smooth, color=color, linewidth=1.2, label="moving mean")
             ax.plot(
                 [e["epoch"] for e in epochs],
                 [e[test_key] for e in epochs],
                 "o",
-                color=color,
+                color="#222222",
                 markersize=4,
                 markeredgecolor="white",
-                label=label,
+                label="test, end of epoch",
             )
-    for ax, name in zip(axes, ("margin loss", "reconstruction loss"), strict=True):
-        ax.set_yscale("log")
-        _readable_log_ticks(ax)
-        ax.set_xlabel("epoch")
-        ax.set_ylabel(name + (" (0.0005 × sum of squares)" if "recon" in name else ""))
-    axes[0].legend(frameon=False, fontsize=8, title="dots: test, end of epoch", title_fontsize=8)
+            ax.set_yscale("log")
+            _readable_log_ticks(ax)
+            ax.set_xlabel(f"epoch ({steps_per_epoch} steps each)")
+            unit = " (0.0005 × sum of squares)" if "recon" in name else ""
+            ax.set_ylabel(name + unit, fontsize=8)
+            ax.set_title(label, fontsize=9)
+        row[0].legend(frameon=False, fontsize=7)
     return fig
 
 
 def accuracy_curves(runs: Mapping[str, dict[str, Any]]) -> Figure:
-    """Error rates per epoch of each run in ``runs`` (label → history) on a log scale:
-    on the training batches (dashed) and on the test set (solid)."""
-    fig, ax = new_figure(width=6.0, height=3.4)
-    last = 1
+    """Error rates of each run in ``runs`` (label → history) against the number of
+    training images seen (log scales, so that runs of different lengths compare): on the
+    training batches of each epoch (dashed) and on the test set after it (solid)."""
+    fig, ax = new_figure(width=6.4, height=3.4)
     for index, (label, history) in enumerate(runs.items()):
         color = COLORS[index % len(COLORS)]
         epochs = history["epochs"]
-        x = [e["epoch"] for e in epochs]
-        last = max(last, x[-1])
+        size = history["train_config"].get("train_size") or 60_000
+        seen = [e["epoch"] * size for e in epochs]
         ax.plot(
-            x,
+            seen,
             [100 * (1 - e["train_accuracy"]) for e in epochs],
             "--",
             color=color,
             label=f"{label}: training batches",
         )
         ax.plot(
-            x,
+            seen,
             [100 * (1 - e["test_accuracy"]) for e in epochs],
             "o-",
             color=color,
             markersize=4,
             label=f"{label}: test set",
         )
+    ax.set_xscale("log")
     ax.set_yscale("log")
     _readable_log_ticks(ax)
-    ax.set_xlabel("epoch")
+    ax.set_xlabel("training images seen (after each epoch)")
     ax.set_ylabel("error rate (%)")
-    ax.set_xticks(range(1, last + 1) if last <= 15 else range(1, last + 1, max(1, last // 10)))
-    ax.legend(frameon=False, fontsize=8)
+    ax.legend(frameon=False, fontsize=7)
     return fig
 
 
@@ -340,6 +343,8 @@ def perturbation_grid(reconstructions: Tensor, offsets: Sequence[float]) -> Figu
             axes[0, col].set_title(f"{offset:+.2f}", fontsize=7)
         for row in range(dims):
             axes[row, 0].set_ylabel(f"{row}", fontsize=7, rotation=0, ha="right", va="center")
+        fig.supxlabel("offset added to the dimension", y=1.0, va="bottom", fontsize=8)
+        fig.supylabel("capsule dimension", fontsize=8)
     return fig
 
 
