@@ -14,6 +14,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.patches import Circle
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 from torch import Tensor
@@ -370,4 +371,86 @@ def routing_summary(stats: Any) -> Figure:
     )
     right.set(xlabel="iteration t", ylabel="log 10 − entropy of c_i (nats)", xticks=steps)
     right.legend(frameon=False, fontsize=8)
+    return fig
+
+
+def seed_errors(
+    rows: Sequence[tuple[str, Sequence[float]]], reference: Mapping[str, tuple[float, float]]
+) -> Figure:
+    """Test errors (%) of several trained variants, one row each (label, per-seed
+    errors): every seed as a dot and the mean as a bar; beside each, where ``reference``
+    (label → (mean, std)) has it, a published value with its spread as a hollow marker."""
+    fig, ax = new_figure(width=6.8, height=0.55 * len(rows) + 1.2)
+    for y, (label, errors) in enumerate(rows):
+        values = 100 * np.asarray(errors, dtype=float)
+        ax.plot(values, np.full(len(values), y), "o", color=COLORS[0], alpha=0.8, markersize=5)
+        ax.plot([values.mean()] * 2, [y - 0.3, y + 0.3], color=COLORS[0], linewidth=2)
+        if label in reference:
+            mean, std = reference[label]
+            ax.errorbar(
+                mean,
+                y + 0.25,
+                xerr=std,
+                fmt="s",
+                color=COLORS[1],
+                markerfacecolor="white",
+                markersize=5,
+                capsize=3,
+            )
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels([label for label, _ in rows], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("test error (%)")
+    handles = [
+        Line2D([], [], marker="o", linestyle="", color=COLORS[0], label="this book: one seed"),
+        Line2D([], [], color=COLORS[0], linewidth=2, label="this book: mean of the seeds"),
+        Line2D(
+            [],
+            [],
+            marker="s",
+            linestyle="",
+            color=COLORS[1],
+            markerfacecolor="white",
+            label="the paper: mean ± std",
+        ),
+    ]
+    ax.legend(handles=handles, frameon=False, fontsize=7, loc="best")
+    return fig
+
+
+def two_colour_overlays(
+    images: Tensor,
+    reconstructions: Tensor,
+    labels: Tensor,
+    predictions: Tensor,
+    ncols: int = 8,
+    size: float = 1.2,
+) -> Figure:
+    """The paper's Figure 5: each input ``[N, 1, H, W]`` in grey with its two
+    reconstructions ``[N, 2, 1, H, W]`` over it, the first in red and the second in
+    green, titled with the labels ``[N, 2]`` (L) and the classes read ``[N, 2]`` (R)."""
+    grey = 0.35 * images[:, 0].clamp(0, 1)
+    first, second = reconstructions[:, 0, 0].clamp(0, 1), reconstructions[:, 1, 0].clamp(0, 1)
+    rgb = torch.stack([grey + first, grey + 0.8 * second, grey + 0.1 * first], dim=-1).clamp(
+        0, 1
+    )  # [N, H, W, 3]: red for the first reading, green for the second
+    count = len(rgb)
+    nrows = -(-count // ncols)
+    fig, axes = new_figure(
+        ncols, nrows, ncols * size, nrows * size * 1.25, {"axes.grid": False}, squeeze=False
+    )
+    with plt.rc_context(STYLE):
+        for index, ax in enumerate(axes.flat):
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if index >= count:
+                ax.set_visible(False)
+                continue
+            ax.imshow(rgb[index].numpy())
+            wanted = sorted(labels[index].tolist())
+            read = predictions[index].tolist()
+            colour = "#222222" if sorted(read) == wanted else "#d62728"
+            ax.set_title(
+                f"L {wanted[0]},{wanted[1]}\nR {read[0]},{read[1]}", fontsize=7, color=colour
+            )
     return fig
