@@ -123,17 +123,28 @@ def image_grid(
 
 
 def capsule_arrows(vectors: Tensor, labels: Sequence[str]) -> Figure:
-    """2-D capsule vectors drawn as arrows inside the unit circle."""
-    fig, ax = new_figure(width=4.2, height=4.0)
+    """2-D capsule vectors drawn as arrows inside the unit circle (labelled "length 1"),
+    each labelled with its name and length; a short arrow gets a dot at its tip and its
+    label farther out, so that it stays visible."""
+    fig, ax = new_figure(width=4.4, height=4.2)
     circle = Circle((0, 0), 1.0, fill=False, linestyle="--", color="#888888")
     ax.add_patch(circle)
+    ax.text(0.72, -0.78, "length 1", color="#666666", fontsize=8, rotation=45)
     for index, (vector, label) in enumerate(zip(vectors.tolist(), labels, strict=True)):
         color = COLORS[index % len(COLORS)]
+        length = float(np.hypot(*vector))
         ax.annotate(
             "", xy=vector, xytext=(0, 0), arrowprops={"arrowstyle": "-|>", "color": color, "lw": 2}
         )
+        ax.plot(*vector, "o", color=color, markersize=4)
+        reach = 1.08 if length >= 0.3 else 0.3 / max(length, 1e-6)
         ax.text(
-            vector[0] * 1.08, vector[1] * 1.08 + 0.04, label, color=color, fontsize=9, ha="center"
+            vector[0] * reach,
+            vector[1] * reach + 0.04,
+            f"{label}\n(length {length:.2f})",
+            color=color,
+            fontsize=8,
+            ha="center",
         )
     ax.set_xlim(-1.15, 1.15)
     ax.set_ylim(-1.15, 1.15)
