@@ -1,6 +1,7 @@
 """The benchmark compares like with like: the baseline computes capsnotes' function."""
 
 import json
+import statistics
 
 import pytest
 import torch
@@ -34,14 +35,25 @@ def test_baseline_computes_the_same_model_and_loss():
     assert sum(p.numel() for p in theirs.parameters()) == 8_215_568
 
 
+@pytest.mark.slow
 def test_compare_and_breakdown_run_on_real_mnist(mnist_root):
     device = torch.device("cpu")
     rows = compare(
-        device, batch_size=4, steps=1, rounds=1, warmup=1, root=mnist_root, ablation=True
+        device, batch_size=4, steps=2, rounds=3, warmup=1, root=mnist_root, ablation=True
     )
     assert set(rows) >= {"baseline", "capsnotes", "capsnotes, reference code only"}
-    assert all(row["images_per_second"] > 0 for row in rows.values())
-    parts = breakdown(device, batch_size=4, repeats=1, root=mnist_root)["parts_seconds"]
+    for name, row in rows.items():
+        # a row's rate is its batch over the median round's time per step
+        per_step = statistics.median(row["round_seconds"]) / 2
+        assert row["images_per_second"] == pytest.approx(4 / per_step), name
+        assert len(row["round_seconds"]) == 3
+    trainer = rows["capsnotes"]
+    chosen = f"{trainer['convolution']}, {trainer['precision']}"
+    assert trainer["step_seconds"][chosen] == min(trainer["step_seconds"].values())
+    assert rows["  + bf16 autocast"]["precision"] == "bfloat16"
+    assert rows["capsnotes, float32 only"]["precision"] == "float32"
+    result = breakdown(device, batch_size=4, repeats=2, root=mnist_root)
+    parts = result["parts_seconds"]
     assert set(parts) == {
         "data",
         "conv1",
@@ -50,7 +62,9 @@ def test_compare_and_breakdown_run_on_real_mnist(mnist_root):
         "decoder + losses",
         "optimizer",
     }
-    assert all(seconds >= 0 for seconds in parts.values())
+    # the intervals divide the instrumented step between the parts: they add up to it
+    assert sum(parts.values()) == pytest.approx(result["instrumented_step_seconds"], rel=0.25)
+    assert result["precision"] in ("float32", "bfloat16")
 
 
 def _history(folder, seed, accuracies, device="GPU X", epochs=None):

@@ -101,6 +101,7 @@ def test_an_independent_evaluator_confirms_the_accuracy(name, mnist_root):
     assert abs(accuracy - history["epochs"][-1]["test_accuracy"]) <= 0.001
 
 
+@pytest.mark.slow
 def test_the_wheel_carries_the_weights(tmp_path):
     # build from a copy, so that setuptools' build/ folder is not left in the repository
     source = tmp_path / "source"
