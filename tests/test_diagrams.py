@@ -1,0 +1,134 @@
+"""The diagrams print the shapes the model produces, show the numbers routing computes,
+draw the same SVG twice, and name what they expected when given something else."""
+
+import dataclasses
+import re
+
+import pytest
+import torch
+
+from capsnotes import CapsNet, dynamic_routing
+from capsnotes.diagrams import (
+    architecture,
+    decoder_with_mask,
+    most_routed_child,
+    primary_grouping,
+    routing_of_one_child,
+    shape_text,
+)
+from tests.conftest import TINY
+
+
+@pytest.fixture(params=[28, 36], ids=["28x28", "36x36"])
+def model(request):
+    torch.manual_seed(0)
+    return CapsNet(dataclasses.replace(TINY, image_size=request.param)).eval()
+
+
+def expected_shapes(model):
+    """Every stage's shape, computed from the model directly."""
+    config = model.config
+    image = torch.rand(1, 1, config.image_size, config.image_size)
+    with torch.no_grad():
+        u = model.primary_capsules(image)
+        output = model(image)
+    layers = [m for m in model.decoder.layers if isinstance(m, torch.nn.Linear)]
+    shapes = {
+        "image": image.shape,
+        "conv1": torch.relu(model.conv1(image)).shape,
+        "primary capsules": u.shape,
+        "votes": model.digits.votes(u).shape,
+        "digit capsules": output.capsules.shape,
+        "lengths": output.lengths.shape,
+        "masked capsules": (1, config.num_classes * config.digit_dim),
+        "reconstruction": output.reconstructions.shape,
+    }
+    for index, layer in enumerate(layers, start=1):
+        shapes[f"decoder layer {index}"] = (1, layer.out_features)
+    return {name: tuple(shape) for name, shape in shapes.items()}
+
+
+def svg_text(diagram) -> str:
+    """The text of the SVG, its characters unescaped."""
+    return re.sub(r"&#x([0-9a-f]+);", lambda m: chr(int(m.group(1), 16)), diagram.svg())
+
+
+def test_the_architecture_prints_every_shape_the_model_produces(model):
+    diagram = architecture(model)
+    assert diagram.shapes == expected_shapes(model)
+    text = svg_text(diagram)
+    for name, shape in diagram.shapes.items():
+        if (
+            name.startswith("decoder layer")
+            and name != f"decoder layer {len(TINY.decoder_hidden) + 1}"
+        ):
+            continue  # the hidden layers are named by their sizes in the decoder's box
+        assert shape_text(shape) in text, (name, shape_text(shape))
+    assert f"r = {model.config.routing_iterations} iterations" in text
+
+
+def test_the_grouping_counts_the_model_s_capsules(model):
+    diagram = primary_grouping(model)
+    expected = expected_shapes(model)
+    assert diagram.shapes["primary capsules"] == expected["primary capsules"]
+    maps = diagram.shapes["primary convolution"]
+    assert maps[1] == TINY.primary_channels * TINY.primary_dim
+    assert maps[2] * maps[3] * TINY.primary_channels == expected["primary capsules"][1]
+    text = svg_text(diagram)
+    assert f"{expected['primary capsules'][1]:,} capsules" in text
+    assert shape_text(maps) in text
+
+
+def test_one_child_s_couplings_are_routing_s_and_split_its_vote():
+    torch.manual_seed(0)
+    model = CapsNet(TINY).eval()
+    image = torch.rand(1, 1, 28, 28)
+    child = most_routed_child(model, image)
+    diagram = routing_of_one_child(model, image, child, iterations=4)
+    couplings = diagram.numbers["couplings"]
+    assert couplings.shape == (4, TINY.num_classes)
+    torch.testing.assert_close(couplings.sum(dim=1), torch.ones(4))
+    with torch.no_grad():
+        u_hat = model.digits.votes(model.primary_capsules(image))
+    for t in range(1, 5):
+        _, c = dynamic_routing(u_hat, t, return_coupling=True)
+        torch.testing.assert_close(couplings[t - 1], c[0, child])
+    assert f"child {child}" in svg_text(diagram)
+
+
+def test_the_decoder_diagram_draws_what_the_decoder_draws():
+    torch.manual_seed(0)
+    model = CapsNet(TINY).eval()
+    image = torch.rand(1, 1, 28, 28)
+    with torch.no_grad():
+        capsules = model.encode(image)[0]
+        drawn = model.decoder(capsules[None], torch.tensor([3])).view(1, 1, 28, 28)
+    diagram = decoder_with_mask(model, capsules, 3)
+    torch.testing.assert_close(diagram.numbers["reconstruction"], drawn)
+    expected = expected_shapes(model)
+    for name in ("masked capsules", "decoder layer 1", "reconstruction"):
+        assert diagram.shapes[name] == expected[name]
+        assert shape_text(expected[name]) in svg_text(diagram)
+
+
+def test_the_same_diagram_draws_the_same_svg():
+    torch.manual_seed(0)
+    model = CapsNet(TINY)
+    assert architecture(model).svg() == architecture(model).svg()
+    assert "<svg" in architecture(model)._repr_svg_()
+
+
+def test_bad_arguments_are_named():
+    torch.manual_seed(0)
+    model = CapsNet(TINY)
+    image = torch.rand(1, 1, 28, 28)
+    with pytest.raises(ValueError, match=r"child must be a primary capsule index in \[0, 72\)"):
+        routing_of_one_child(model, image, 72)
+    with pytest.raises(ValueError, match=r"image must be one image of shape \[1, 1, 28, 28\]"):
+        routing_of_one_child(model, torch.rand(2, 1, 28, 28), 0)
+    with pytest.raises(ValueError, match=r"label must be a class in \[0, 10\)"):
+        decoder_with_mask(model, torch.rand(10, 4), 10)
+    with pytest.raises(ValueError, match=r"capsules must have shape \[10, 4\]"):
+        decoder_with_mask(model, torch.rand(10, 16), 1)
+    with pytest.raises(TypeError, match="the diagrams draw a capsnotes.CapsNet"):
+        architecture(torch.nn.Linear(2, 2))
