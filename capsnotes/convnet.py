@@ -35,14 +35,21 @@ class ConvNetConfig:
     """Every size of the CNN. The defaults are the paper's baseline (≈35.4M parameters)."""
 
     image_size: int = 28
+    """side of the square input images, in pixels"""
     in_channels: int = 1
+    """channels of the input images"""
     num_classes: int = 10
-    channels: tuple[int, ...] = (256, 256, 128)  #: output channels of each 5×5 convolution
+    """classes"""
+    channels: tuple[int, ...] = (256, 256, 128)
+    """output channels of each convolution"""
     kernel_size: int = 5
-    #: the convolutions (counted from 1) followed by 2×2 max pooling
+    """kernel size of the convolutions (same padding)"""
     pool_after: tuple[int, ...] = ()
-    hidden: tuple[int, ...] = (328, 192)  #: the fully connected layers
-    dropout: float = 0.5  #: before the last layer
+    """the convolutions (counted from 1) followed by 2×2 max pooling"""
+    hidden: tuple[int, ...] = (328, 192)
+    """sizes of the fully connected layers"""
+    dropout: float = 0.5
+    """dropout before the last layer"""
 
     def __post_init__(self) -> None:
         for name in ("channels", "pool_after", "hidden"):

@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import torch
@@ -41,19 +41,29 @@ class CapsNetConfig:
     """Every size of the model. The defaults are the paper's MNIST model."""
 
     image_size: int = 28
+    """side of the square input images, in pixels"""
     in_channels: int = 1
+    """channels of the input images"""
     num_classes: int = 10
+    """classes: one digit capsule each"""
     conv_channels: int = 256
+    """channels of the first convolution"""
     conv_kernel: int = 9
+    """kernel size of the first convolution"""
     primary_channels: int = 32
+    """primary capsule types"""
     primary_dim: int = 8
+    """dimensions of a primary capsule"""
     primary_kernel: int = 9
+    """kernel size of the primary-capsule convolution"""
     primary_stride: int = 2
+    """stride of the primary-capsule convolution"""
     digit_dim: int = 16
-    routing_iterations: int = field(
-        default=3, metadata={"help": "routing iterations r (1: a single pass, no routing)"}
-    )
+    """dimensions of a digit capsule"""
+    routing_iterations: int = 3
+    """routing iterations r (1: a single pass, no routing)"""
     decoder_hidden: tuple[int, ...] = (512, 1024)
+    """sizes of the decoder's hidden layers"""
 
     def __post_init__(self) -> None:
         if isinstance(self.decoder_hidden, list):  # accept lists, e.g. from JSON

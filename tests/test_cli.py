@@ -1,16 +1,42 @@
-"""The command line, run as users run it: ``python -m capsnotes ...`` in a subprocess."""
+"""The command line: options made from the dataclasses, the shipped models' commands still
+meaning what they meant, clear errors, a real run through it — in process, except one
+subprocess run, which is how the allocator restart can be seen."""
 
+import dataclasses
 import json
 import os
 import subprocess
 import sys
 
 import pytest
+import torch
 
-from tests.conftest import REPO
+from capsnotes import TrainConfig, evaluate, load_pretrained
+from capsnotes.__main__ import main, train_config
+from capsnotes.checkpoint import load_checkpoint
+from capsnotes.config import PROFILES
+from capsnotes.data import load_dataset
+from capsnotes.pretrained import PRETRAINED
+from capsnotes.run import build_model
+from tests.conftest import REPO, TINY
+
+#: a tiny CapsNet through the command line's model options
+TINY_OPTIONS = (
+    "--conv-channels",
+    str(TINY.conv_channels),
+    "--primary-channels",
+    str(TINY.primary_channels),
+    "--primary-dim",
+    str(TINY.primary_dim),
+    "--digit-dim",
+    str(TINY.digit_dim),
+    "--decoder-hidden",
+    *map(str, TINY.decoder_hidden),
+)
 
 
-def run(*args, env_root=None, timeout=600):
+def run(*args: str, env_root=None, timeout: int = 600) -> subprocess.CompletedProcess:
+    """``python -m capsnotes ARGS`` in a process of its own (the one test that needs it)."""
     env = dict(os.environ)
     if env_root is not None:
         env["CAPSNOTES_DATA"] = str(env_root)
@@ -24,57 +50,157 @@ def run(*args, env_root=None, timeout=600):
     )
 
 
-def test_help_explains_commands_and_data():
-    top = run("--help")
-    assert top.returncode == 0 and "CAPSNOTES_DATA" in top.stdout and "evaluate" in top.stdout
-    train_help = run("train", "--help")
-    assert train_help.returncode == 0
-    for word in ("quick", "paper", "--out", "history.json", "resumes"):
-        assert word in train_help.stdout
-    assert run("profiles").returncode == 0
+@pytest.mark.parametrize("name", sorted(PRETRAINED))
+def test_the_shipped_models_commands_still_make_their_configuration(name):
+    """The command in each shipped record, parsed today, gives the record's configuration."""
+    _, record = load_pretrained(name)
+    command = record["provenance"]["command"].split()
+    assert command[:3] == ["python", "-m", "capsnotes"]
+    _, config, run_options, overrides = train_config(command[4:])
+    assert config == TrainConfig.from_dict(record["train_config"])
+    assert overrides == record["provenance"]["overrides"]
+    assert str(run_options.out).startswith(("runs/", "/"))
 
 
-def test_bad_arguments_are_reported(tmp_path, mnist_root):
-    bad = run(
-        "train",
-        "--profile",
-        "quick",
-        "--out",
-        str(tmp_path / "x"),
-        "--epochs",
-        "0",
-        env_root=mnist_root,
+def test_every_field_is_an_option_with_its_help(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["train", "--profile", "quick", "--help"])
+    assert done.value.code == 0
+    text = capsys.readouterr().out
+    for field in dataclasses.fields(TrainConfig):
+        if field.name != "model":
+            assert f"--{field.name.replace('_', '-')}" in text, field.name
+            assert field.metadata["help"].split()[0] in text
+    for field in dataclasses.fields(TINY):
+        assert f"--{field.name.replace('_', '-')}" in text, field.name
+    for word in ("quick", "paper", "history.json", "resumes", "--out"):
+        assert word in text
+
+
+def test_options_override_the_profile_and_are_recorded():
+    name, config, run_options, overrides = train_config(
+        ["--profile", "quick", "--out", "x", "--epochs", "3", "--lr", "0.002", *TINY_OPTIONS]
     )
-    assert bad.returncode == 2 and "epochs must be a positive int" in bad.stderr
-    assert not (tmp_path / "x").exists()
-    missing = run("evaluate", "--checkpoint", str(tmp_path / "none.safetensors"))
-    assert missing.returncode == 2 and "no checkpoint" in missing.stderr
+    assert name == "quick" and str(run_options.out) == "x"
+    assert config == dataclasses.replace(
+        PROFILES["quick"], epochs=3, learning_rate=0.002, model=TINY
+    )
+    assert overrides["epochs"] == 3 and overrides["learning_rate"] == 0.002
+    assert overrides["model"]["conv_channels"] == TINY.conv_channels
+    # another architecture brings its own model options
+    _, cnn, _, _ = train_config(["--profile", "quick", "--out", "x", "--architecture", "cnn"])
+    assert cnn.architecture == "cnn" and type(cnn.model).__name__ == "ConvNetConfig"
+
+
+def exit_code(argv: list[str]) -> int:
+    """``main(argv)``'s status, also where the option parser exits by itself."""
+    try:
+        return main(argv)
+    except SystemExit as done:
+        return done.code
+
+
+def test_bad_values_get_the_configuration_s_errors(tmp_path, capsys):
+    out = tmp_path / "x"
+    for option, value, message in (
+        ("--epochs", "0", "epochs must be a positive int, got 0"),
+        ("--batch-size", "-4", "batch_size must be a positive int, got -4"),
+        ("--routing-iterations", "0", "routing_iterations must be a positive int, got 0"),
+        ("--max-shift", "-1", "max_shift must be >= 0"),
+        ("--epochs", "two", "--epochs"),
+    ):
+        assert exit_code(["train", "--profile", "quick", "--out", str(out), option, value]) == 2
+        assert message in capsys.readouterr().err, option
+    assert not out.exists()
+    with pytest.raises(SystemExit) as done:  # a model option the CNN does not have
+        main(["train", "--profile", "cnn", "--routing-iterations", "1", "--out", str(out)])
+    assert done.value.code == 2 and "--routing-iterations" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as done:
+        main(["train", "--profile", "fastest", "--out", str(out)])
+    assert done.value.code == 2 and "invalid choice: 'fastest'" in capsys.readouterr().err
+    assert main(["evaluate", "--checkpoint", str(tmp_path / "none.safetensors")]) == 2
+    assert "no checkpoint" in capsys.readouterr().err
     (tmp_path / "bad.safetensors").write_bytes(b"not a checkpoint")
-    corrupt = run("evaluate", "--checkpoint", str(tmp_path / "bad.safetensors"))
-    assert (
-        corrupt.returncode == 2 and "expected a capsnotes safetensors checkpoint" in corrupt.stderr
+    assert main(["evaluate", "--checkpoint", str(tmp_path / "bad.safetensors")]) == 2
+    assert "expected a capsnotes safetensors checkpoint" in capsys.readouterr().err
+    nodata = tmp_path / "nodata"
+    code = main(
+        [
+            "train",
+            "--profile",
+            "quick",
+            "--out",
+            str(out),
+            "--data-root",
+            str(nodata),
+            "--default-allocator",
+        ]
     )
-    offline = run(
-        "train",
-        "--profile",
-        "quick",
-        "--out",
-        str(tmp_path / "y"),
-        "--data-root",
-        str(tmp_path / "nodata"),
-    )
-    assert offline.returncode == 2 and "CAPSNOTES_DATA" in offline.stderr
-    assert not (tmp_path / "y").exists() and not (tmp_path / "nodata").exists()
+    assert code == 2 and "CAPSNOTES_DATA" in capsys.readouterr().err
+    assert not out.exists() and not nodata.exists()
+    assert main(["profiles"]) == 0
+    assert json.loads(capsys.readouterr().out).keys() == set(PROFILES)
 
 
 @pytest.mark.slow
-def test_a_run_from_the_command_line_records_how_it_was_made(tmp_path, mnist_root):
-    """A short real run through the command line: its files, its exact command, and the
-    evaluate command on its checkpoint. (The `quick` profile's own bar — at least 92% on
-    2,000 test digits within 300 core-seconds on a CPU — is asserted where the book trains
-    it, in chapter 8, which nbval runs.)"""
-    out = tmp_path / "short"
-    options = ("--epochs", "2", "--train-size", "640", "--test-size", "500")
+def test_a_tiny_run_through_the_command_line_records_how_it_was_made(tmp_path, mnist_root, capsys):
+    out = tmp_path / "tiny"
+    options = ["--epochs", "1", "--train-size", "64", "--test-size", "50", "--batch-size", "32"]
+    argv = [
+        "train",
+        "--profile",
+        "quick",
+        "--out",
+        str(out),
+        "--device",
+        "cpu",
+        "--no-progress",
+        "--default-allocator",
+        "--data-root",
+        str(mnist_root),
+        *options,
+        *TINY_OPTIONS,
+    ]
+    assert main(argv) == 0
+    history = json.loads((out / "history.json").read_text())
+    assert TrainConfig.from_dict(history["train_config"]).model == TINY
+    assert len(history["epochs"]) == 1 and history["train_config"]["test_size"] == 50
+    assert history["provenance"]["command"] == "python -m capsnotes " + " ".join(argv)
+    # the run's recorded test accuracy is what its checkpoint scores on the same digits
+    checkpoint = load_checkpoint(out)
+    config = TrainConfig.from_dict(checkpoint.metadata["train_config"])
+    model = build_model(config)
+    model.load_state_dict(checkpoint.result_state)
+    test_set = load_dataset("mnist", False, mnist_root).subset(50, seed=0)
+    assert evaluate(model, test_set, config)["accuracy"] == history["test_accuracy"]
+    capsys.readouterr()
+    assert (
+        main(
+            [
+                "evaluate",
+                "--checkpoint",
+                str(out),
+                "--test-size",
+                "50",
+                "--device",
+                "cpu",
+                "--data-root",
+                str(mnist_root),
+            ]
+        )
+        == 0
+    )
+    assert json.loads(capsys.readouterr().out)["accuracy"] == history["test_accuracy"]
+
+
+@pytest.mark.slow
+def test_train_restarts_itself_to_keep_freed_memory(tmp_path, mnist_root):
+    """The one real process: ``train`` restarts itself once with glibc's malloc tunables
+    and records it; the test process is left alone."""
+    from capsnotes.allocator import RETAINING_TUNABLES, allocator_setting
+
+    before = allocator_setting()
+    out = tmp_path / "retained"
     result = run(
         "train",
         "--profile",
@@ -84,66 +210,21 @@ def test_a_run_from_the_command_line_records_how_it_was_made(tmp_path, mnist_roo
         "--device",
         "cpu",
         "--no-progress",
-        *options,
+        "--epochs",
+        "1",
+        "--train-size",
+        "64",
+        "--test-size",
+        "50",
+        *TINY_OPTIONS,
         env_root=mnist_root,
     )
     assert result.returncode == 0, result.stderr
-    history = json.loads((out / "history.json").read_text())
-    assert history["train_config"]["test_size"] == 500
-    assert 0.5 <= history["epochs"][-1]["test_accuracy"] <= 1.0
-    assert history["provenance"] == {
-        "command": f"python -m capsnotes train --profile quick --out {out} --device cpu "
-        "--no-progress " + " ".join(options),
-        "profile": "quick",
-        "overrides": {"epochs": 2, "train_size": 640, "test_size": 500},
-        "fast_paths": True,
-    }
-    scored = run(
-        "evaluate",
-        "--checkpoint",
-        str(out),
-        "--test-size",
-        "500",
-        "--device",
-        "cpu",
-        env_root=mnist_root,
-    )
-    assert scored.returncode == 0, scored.stderr
-    scores = json.loads(scored.stdout)
-    assert scores["count"] == 500 and 0.5 <= scores["accuracy"] <= 1.0
-
-
-@pytest.mark.slow
-def test_train_keeps_freed_memory_in_its_own_process_only(tmp_path, mnist_root):
-    """`train` restarts itself once with glibc's malloc tunables (recorded in the
-    history) unless --default-allocator; the test process itself is left alone."""
-    from capsnotes.allocator import RETAINING_TUNABLES, allocator_setting
-
-    before = allocator_setting()
-    tiny = ("--epochs", "1", "--train-size", "64", "--test-size", "50", "--batch-size", "32")
-    for extra, expected in (
-        ((), f"GLIBC_TUNABLES={RETAINING_TUNABLES}"),
-        (("--default-allocator",), "glibc defaults"),
-    ):
-        out = tmp_path / ("default" if extra else "retained")
-        result = run(
-            "train",
-            "--profile",
-            "quick",
-            "--out",
-            str(out),
-            "--device",
-            "cpu",
-            "--no-progress",
-            *tiny,
-            *extra,
-            env_root=mnist_root,
-        )
-        assert result.returncode == 0, result.stderr
-        (paths,) = json.loads((out / "history.json").read_text())["session_details"]
-        if sys.platform.startswith("linux") and before == "glibc defaults":
-            assert paths["allocator"] == expected
-        assert paths["fast_paths"] is True
-        assert paths["convolution"] in ("native", "matmul") and paths["routing"] == "fused"
-        assert {"native, float32", "matmul, float32"} <= set(paths["step_seconds"])
+    (details,) = json.loads((out / "history.json").read_text())["session_details"]
+    if sys.platform.startswith("linux") and before == "glibc defaults":
+        assert details["allocator"] == f"GLIBC_TUNABLES={RETAINING_TUNABLES}"
+    assert details["fast_paths"] is True and details["routing"] == "fused"
+    chosen = f"{details['convolution']}, {details['precision']}"
+    assert details["step_seconds"][chosen] == min(details["step_seconds"].values())
     assert allocator_setting() == before
+    assert torch.get_num_threads() >= 1

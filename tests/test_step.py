@@ -12,8 +12,8 @@ from capsnotes import CapsNet, capsnet_loss, margin_loss, reconstruction_loss
 from capsnotes.graphs import GraphedStep
 from capsnotes.run import make_optimizer
 from capsnotes.step import TrainingStep, WeightAverage, training_step
+from tests.conftest import TINY
 
-SMALL = dict(conv_channels=16, primary_channels=4, decoder_hidden=(32, 64))
 objective = functools.partial(capsnet_loss, reconstruction_weight=0.0005)
 
 
@@ -26,7 +26,7 @@ def _batch(count: int, seed: int, device: str = "cpu") -> tuple[torch.Tensor, to
 
 def test_the_step_makes_the_update_of_a_hand_written_step() -> None:
     torch.manual_seed(0)
-    model, reference = CapsNet(**SMALL), CapsNet(**SMALL)
+    model, reference = CapsNet(TINY), CapsNet(TINY)
     reference.load_state_dict(model.state_dict())
     optimizer = make_optimizer(model, 1e-3, fused=False)
     reference_optimizer = torch.optim.Adam(reference.parameters(), lr=1e-3)
@@ -50,7 +50,7 @@ def test_the_step_makes_the_update_of_a_hand_written_step() -> None:
 
 def test_training_step_binds_everything_but_the_batch() -> None:
     torch.manual_seed(0)
-    model, twin = CapsNet(**SMALL), CapsNet(**SMALL)
+    model, twin = CapsNet(TINY), CapsNet(TINY)
     twin.load_state_dict(model.state_dict())
     step = TrainingStep(model, make_optimizer(model, 1e-3), objective)
     optimizer = make_optimizer(twin, 1e-3)
@@ -64,7 +64,7 @@ def test_training_step_binds_everything_but_the_batch() -> None:
 
 def test_the_moving_average_follows_the_weights_step_by_step() -> None:
     torch.manual_seed(0)
-    model = CapsNet(**SMALL)
+    model = CapsNet(TINY)
     average = WeightAverage(model, decay=0.75)
     assert average.model is not model
     step = TrainingStep(model, make_optimizer(model, 1e-2), objective, average=average)
@@ -85,7 +85,7 @@ def test_the_moving_average_follows_the_weights_step_by_step() -> None:
 
 
 def test_graphs_are_refused_off_cuda() -> None:
-    model = CapsNet(**SMALL)
+    model = CapsNet(TINY)
     step = TrainingStep(model, make_optimizer(model, 1e-3), objective)
     with pytest.raises(ValueError, match="CUDA device"):
         GraphedStep(step)
