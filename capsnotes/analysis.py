@@ -37,22 +37,27 @@ __all__ = [
 class RoutingStatistics:
     """What :func:`routing_statistics` measures over ``count`` images.
 
-    ``accuracy[r]`` is the fraction right when routing runs ``r`` iterations. For the
-    iterations ``t = 1, 2, ...`` (index ``t - 1``), the couplings ``c_i`` that
+    For each number of iterations ``r`` routing ran: ``accuracy[r]``, the fraction
+    right; ``changed[r]``, how many images get another prediction than with the fewest
+    iterations asked for; ``winner_length[r]``, the mean length of the longest capsule.
+    For the iterations ``t = 1, 2, ...`` (index ``t - 1``), the couplings ``c_i`` that
     iteration uses, averaged over children and images:
 
     * ``entropy`` — ``H(c_i) = -Σ_j c_ij log c_ij`` in nats (uniform: ``log classes``);
     * ``weighted_entropy`` — the same, each child weighted by its length ``‖u_i‖``;
     * ``top_coupling`` — ``max_j c_ij``, the share of a child's vote its favourite
-      parent gets.
+      parent gets; ``weighted_top_coupling`` — the same weighted by ``‖u_i‖``.
     """
 
     count: int
     classes: int
     accuracy: dict[int, float]
+    changed: dict[int, int]
+    winner_length: dict[int, float]
     entropy: list[float]
     weighted_entropy: list[float]
     top_coupling: list[float]
+    weighted_top_coupling: list[float]
 
     @property
     def uniform_entropy(self) -> float:
@@ -77,11 +82,14 @@ def routing_statistics(
     if min(iterations) < 1:
         raise ValueError(f"routing iterations must be >= 1, got {sorted(iterations)}")
     device = next(model.parameters()).device
-    deepest = max(iterations)
+    deepest, fewest = max(iterations), min(iterations)
     correct = dict.fromkeys(iterations, 0)
+    changed = dict.fromkeys(iterations, 0)
+    winner = dict.fromkeys(iterations, 0.0)
     entropy = torch.zeros(deepest, dtype=torch.float64)
     weighted = torch.zeros(deepest, dtype=torch.float64)
     top = torch.zeros(deepest, dtype=torch.float64)
+    weighted_top = torch.zeros(deepest, dtype=torch.float64)
     children = 0
     weight_total = 0.0
     for images, labels in batches(data.to(device), batch_size):
@@ -94,18 +102,26 @@ def routing_statistics(
             entropy[r - 1] += h.sum().item()
             weighted[r - 1] += (h * lengths).sum().item()
             top[r - 1] += c.amax(dim=-1).sum().item()
+            weighted_top[r - 1] += (c.amax(dim=-1) * lengths).sum().item()
             if r in correct:
-                predictions = v.norm(dim=-1).argmax(dim=1)
+                longest, predictions = v.norm(dim=-1).max(dim=1)
+                if r == fewest:
+                    first_predictions = predictions
                 correct[r] += (predictions == labels).sum().item()
+                changed[r] += (predictions != first_predictions).sum().item()
+                winner[r] += longest.sum().item()
         children += lengths.numel()
         weight_total += lengths.sum().item()
     return RoutingStatistics(
         count=len(data),
         classes=model.config.num_classes,
         accuracy={r: correct[r] / len(data) for r in sorted(correct)},
+        changed={r: changed[r] for r in sorted(changed)},
+        winner_length={r: winner[r] / len(data) for r in sorted(winner)},
         entropy=(entropy / children).tolist(),
         weighted_entropy=(weighted / weight_total).tolist(),
         top_coupling=(top / children).tolist(),
+        weighted_top_coupling=(weighted_top / weight_total).tolist(),
     )
 
 

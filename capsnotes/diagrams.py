@@ -109,7 +109,7 @@ def _box(ax: Any, x: float, y: float, w: float, h: float, text: str, colour: str
             alpha=0.15,
         )
     )
-    ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=8.5)
+    ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=9.5)
 
 
 def _arrow(ax: Any, start: tuple[float, float], end: tuple[float, float]) -> None:
@@ -187,14 +187,15 @@ def architecture(model: CapsNet) -> Diagram:
         ),
         (
             "votes",
-            f"votes û_j|i = W_ij u_i: one {model.digits.out_dim}×{dim} matrix\n"
-            f"per child i and parent j",
+            r"votes $\hat{u}_{j|i} = W_{ij}\,u_i$: "
+            f"one {model.digits.out_dim}×{dim} matrix\n"
+            r"per child $i$ and parent $j$",
             ORANGE,
         ),
         (
             "digit capsules",
             f"routing by agreement, r = {model.digits.iterations} "
-            f"iterations:\n{config.num_classes} digit capsules v_j of {config.digit_dim}-D",
+            f"iterations:\n{config.num_classes} digit capsules $v_j$ of {config.digit_dim}-D",
             ORANGE,
         ),
     ]
@@ -217,7 +218,7 @@ def architecture(model: CapsNet) -> Diagram:
         y -= h + gap
     # the two heads: lengths → margin loss; mask → decoder → reconstruction
     left = [
-        ("lengths", "lengths ‖v_j‖: the class probabilities\n→ margin loss", GREEN),
+        ("lengths", r"lengths $\|v_j\|$: the class probabilities" "\n→ margin loss", GREEN),
     ]
     right = [
         (
@@ -323,12 +324,12 @@ def primary_grouping(model: CapsNet) -> Diagram:
             1.2 + side + dim * step + 0.12,
             f"type {group}: channels\n{group * dim}–{group * dim + dim - 1}",
             ha="center",
-            fontsize=7.5,
+            fontsize=8.5,
         )
         if group_index == len(shown_groups) - 1:  # the capsule pulled out: of the last type
-            anchor = (
-                x + (marked[1] + 1) * cell + dim * step,
-                1.2 + (rows - marked[0] - 0.5) * cell + dim * step / 2,
+            anchor = (  # the marked cell of the front map
+                x + (marked[1] + 0.5) * cell,
+                1.2 + (rows - marked[0] - 0.5) * cell,
             )
         x += side + dim * step + 0.35
     ax.text(
@@ -343,7 +344,7 @@ def primary_grouping(model: CapsNet) -> Diagram:
         0.85,
         f"a stack = the {dim} maps of one type; the marked cell, taken "
         f"through the stack, is one capsule",
-        fontsize=7.5,
+        fontsize=8.5,
         color=GREY,
     )
     vector_x = x + 0.45
@@ -360,7 +361,7 @@ def primary_grouping(model: CapsNet) -> Diagram:
             )
         )
     _arrow(ax, anchor, (vector_x - 0.05, 1.94))
-    ax.text(vector_x, 2.3, f"u_i: {dim} numbers,\none per map,\nthen squashed", fontsize=8)
+    ax.text(vector_x, 2.3, f"$u_i$: {dim} numbers,\none per map,\nthen squashed", fontsize=8)
     ax.text(
         0.35,
         0.3,
@@ -412,12 +413,18 @@ def most_routed_child(model: CapsNet, image: Tensor) -> int:
 
 @torch.no_grad()
 def routing_of_one_child(
-    model: CapsNet, image: Tensor, child: int, iterations: int | None = None
+    model: CapsNet,
+    image: Tensor,
+    child: int,
+    iterations: int | None = None,
+    label: int | None = None,
 ) -> Diagram:
     """Primary capsule ``child`` of ``image`` (``[1, C, H, W]``): the length of its vote
-    for each parent, and its couplings to the parents in each routing iteration 1..r (the
-    model's r unless ``iterations`` is given), as lines whose width is the coupling.
-    ``numbers["couplings"]`` is ``[iterations, parents]``."""
+    for each parent, and in each routing iteration 1..r (the model's r unless
+    ``iterations`` is given) its couplings to the parents, drawn as lines whose width is
+    the coupling, and the agreement ``û_{j|i}·v_j`` that the iteration adds to its
+    logits. ``label`` (optional) marks the true class. ``numbers["couplings"]`` and
+    ``numbers["agreement"]`` are ``[iterations, parents]``."""
     model = _check_model(model)
     image = _check_image(model, image)
     iterations = iterations or model.digits.iterations
@@ -430,48 +437,76 @@ def routing_of_one_child(
     lengths = outputs.norm(dim=-1)  # [t, O]
     agreement = (u_hat[0, child][None] * outputs).sum(-1)  # û·v after iteration t: [t, O]
     parents = mine.shape[1]
+    grid = model.config.primary_grid
+    kind, row, column = child // grid**2, child % grid**2 // grid, child % grid
     shapes = {"votes": tuple(u_hat.shape), "couplings": tuple(couplings[:1].shape)}
-    figure, axes = plt.subplots(1, iterations, figsize=(2.7 * iterations, 3.6))
+    figure, axes = plt.subplots(
+        1,
+        iterations + 1,
+        figsize=(1.6 + 2.9 * iterations, 4.1),
+        gridspec_kw={"width_ratios": [0.55] + [1] * iterations},
+    )
     plt.close(figure)
-    axes = np.atleast_1d(axes)
+    bars, panels = axes[0], axes[1:]
+    rows = [parents - 1 - j for j in range(parents)]  # parent 0 at the top
+    names = [f"{j}{' (label)' if j == label else ''}" for j in range(parents)]
+    bars.barh(rows, votes.tolist(), color=ORANGE, alpha=0.7, height=0.6)
+    bars.set_yticks(rows, names, fontsize=9)
+    bars.set_ylim(-0.8, parents - 0.2)
+    bars.set_xlabel("vote length $\\|\\hat{u}_{j|i}\\|$", fontsize=9)
+    bars.tick_params(axis="x", labelsize=8)
+    bars.set_title("its votes", fontsize=10)
+    for side in ("top", "right"):
+        bars.spines[side].set_visible(False)
     heaviest = float(mine.max())
-    for t, ax in enumerate(axes):
-        ax.set_xlim(-0.2, 1.45)
+    for t, ax in enumerate(panels):
+        ax.set_xlim(-0.2, 2.0)
         ax.set_ylim(-0.8, parents - 0.2)
         ax.axis("off")
-        ax.plot(0, (parents - 1) / 2, "o", color=BLUE, markersize=9)
-        ax.text(0, (parents - 1) / 2 - 0.9, f"child {child}", ha="center", fontsize=8)
+        middle = (parents - 1) / 2
         for j in range(parents):
-            y = parents - 1 - j
             share = float(mine[t, j])
             ax.plot(
                 [0, 1],
-                [(parents - 1) / 2, y],
+                [middle, rows[j]],
                 color=ORANGE,
                 lw=0.3 + 7 * share / heaviest,
                 alpha=0.85,
                 solid_capstyle="round",
+                zorder=1,
             )
-            ax.plot(1, y, "o", color=GREEN, markersize=3 + 9 * float(lengths[t, j]))
-            ax.text(1.1, y, f"{j}: c {share:.3f}", va="center", fontsize=7)
-        ax.set_title(f"iteration {t + 1}", fontsize=9)
+            ax.plot(1, rows[j], "o", color=GREEN, markersize=3 + 9 * float(lengths[t, j]))
+            weight = "bold" if j == label else "normal"
+            added = round(float(agreement[t, j]), 2) + 0.0  # no "-0.00"
+            ax.text(1.12, rows[j], f"{share:.3f}", va="center", fontsize=8.5, fontweight=weight)
+            ax.text(
+                1.95,
+                rows[j],
+                f"{added:+.2f}",
+                va="center",
+                ha="right",
+                fontsize=8.5,
+                fontweight=weight,
+            )
+        ax.plot(0, middle, "o", color=BLUE, markersize=10, zorder=2)
+        ax.text(1.12, parents - 0.4, "$c_{ij}$", fontsize=9, color=GREY)
+        ax.text(1.95, parents - 0.4, "agreement", fontsize=8, color=GREY, ha="right")
+        ax.set_title(f"iteration {t + 1}", fontsize=10)
     figure.suptitle(
-        f"one primary capsule's vote split among the {parents} parents (line width: "
-        "coupling c_ij; dot size: ‖v_j‖)",
-        fontsize=8.5,
-        y=0.99,
+        f"child {child} (capsule type {kind}, row {row}, column {column} of the "
+        f"{grid}×{grid} grid): line width = its coupling $c_{{ij}}$ to parent $j$, dot "
+        "size = $\\|v_j\\|$;\nagreement = $\\hat{u}_{j|i}\\cdot v_j$, added to $b_{ij}$ "
+        "after the iteration",
+        fontsize=9,
+        y=1.0,
     )
-    figure.text(
-        0.01,
-        0.01,
-        "vote lengths ‖û_j|i‖: " + " ".join(f"{j}:{float(v):.2f}" for j, v in enumerate(votes)),
-        fontsize=7,
-    )
+    figure.subplots_adjust(left=0.08, right=0.99, bottom=0.13, top=0.82, wspace=0.15)
     numbers = {
         "couplings": mine,
         "vote_lengths": votes,
         "agreement": agreement,
         "parent_lengths": lengths,
+        "position": (kind, row, column),
     }
     return Diagram("routing of one child", figure, shapes, numbers)
 
@@ -499,22 +534,36 @@ def decoder_with_mask(model: CapsNet, capsules: Tensor, label: int) -> Diagram:
         1, config.in_channels, config.image_size, config.image_size
     )
     shapes["reconstruction"] = tuple(image.shape)
-    figure = plt.figure(figsize=(8.2, 3.4))
+    figure = plt.figure(figsize=(9.6, 3.6))
     plt.close(figure)
-    grid = figure.add_axes((0.03, 0.2, 0.22, 0.62))
     values = capsules.T.numpy()  # [dim, classes]
-    others = np.broadcast_to(np.arange(expected[0])[None, :] != label, values.shape)
-    shown = np.ma.masked_where(others, values)
     limit = float(np.abs(values).max())
-    grid.imshow(values, cmap="Greys", vmin=-limit, vmax=limit, alpha=0.25, aspect="auto")
-    grid.imshow(shown, cmap="RdBu_r", vmin=-limit, vmax=limit, aspect="auto")
-    grid.set_xticks(range(expected[0]))
-    grid.set_xlabel("digit capsule: the label's kept,\nthe others set to 0 (grey)", fontsize=8)
-    grid.set_ylabel(f"{expected[1]} dimensions", fontsize=8)
-    grid.tick_params(labelsize=7)
-    grid.set_yticks([])
-    grid.set_title(f"masked capsules {shape_text(shapes['masked capsules'])}", fontsize=8)
-    text = figure.add_axes((0.28, 0.05, 0.48, 0.9))
+    colours = plt.get_cmap("RdBu_r").with_extremes(bad="#d9d9d9")  # masked: solid grey
+    others = np.broadcast_to(np.arange(expected[0])[None, :] != label, values.shape)
+    panels = (
+        (0.04, values, f"digit capsules v {shape_text(shapes['digit capsules'])}", "all ten"),
+        (
+            0.26,
+            np.ma.masked_where(others, values),
+            f"masked {shape_text(shapes['masked capsules'])}",
+            f"{label}'s kept, the others\nset to 0 (grey)",
+        ),
+    )
+    for left, shown, title, note in panels:
+        grid = figure.add_axes((left, 0.24, 0.15, 0.6))
+        drawn = grid.imshow(shown, cmap=colours, vmin=-limit, vmax=limit, aspect="auto")
+        grid.set_xticks(range(expected[0]))
+        grid.set_xlabel(f"digit capsule: {note}", fontsize=8.5)
+        if left == panels[0][0]:
+            grid.set_ylabel(f"its {expected[1]} components", fontsize=8.5)
+        grid.tick_params(labelsize=8)
+        grid.set_yticks([])
+        grid.set_title(title, fontsize=9)
+    bar = figure.colorbar(drawn, cax=figure.add_axes((0.41, 0.24, 0.008, 0.6)))
+    bar.set_label("component value", fontsize=8)
+    bar.ax.tick_params(labelsize=7)
+    figure.text(0.22, 0.54, "mask\n→", ha="center", va="center", fontsize=9, color=GREY)
+    text = figure.add_axes((0.47, 0.05, 0.33, 0.9))
     text.axis("off")
     layers = _linear_layers(model)
     lines = [f"flatten: {masked.shape[1]}"]
@@ -524,7 +573,7 @@ def decoder_with_mask(model: CapsNet, capsules: Tensor, label: int) -> Diagram:
             f"Linear {layer.in_features} → {layer.out_features}, {act}   "
             f"{shape_text(shapes[f'decoder layer {index}'])}"
         )
-    lines.append(f"as an image   {shape_text(shapes['reconstruction'])}")
+    lines.append(f"as an image   {shape_text(shapes['reconstruction'])}  →")
     for index, line in enumerate(lines):
         text.text(0.02, 0.85 - 0.17 * index, line, fontsize=8.5, family="monospace")
         if index:
@@ -534,10 +583,10 @@ def decoder_with_mask(model: CapsNet, capsules: Tensor, label: int) -> Diagram:
                 (0.1, 0.85 - 0.17 * (index - 1) - 0.03),
                 arrowprops={"arrowstyle": "-|>", "color": GREY},
             )
-    picture = figure.add_axes((0.78, 0.22, 0.2, 0.58))
+    picture = figure.add_axes((0.81, 0.24, 0.17, 0.6))
     picture.imshow(image[0, 0].numpy(), cmap="gray_r", vmin=0, vmax=1)
     picture.set_xticks([])
     picture.set_yticks([])
-    picture.set_title(f"drawn from capsule {label}", fontsize=8)
+    picture.set_title(f"drawn from capsule {label}", fontsize=9)
     numbers = {"label": label, "reconstruction": image}
     return Diagram("decoder with mask", figure, shapes, numbers)

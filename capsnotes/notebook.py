@@ -111,6 +111,13 @@ PROCEDURE_1 = (
 )
 
 _LINE_MARK = re.compile(r"#\s*(?:Procedure 1, )?line (\d+)")
+#: ``x_{j|i}`` and ``x_ij`` in a step, for HTML subscripts.
+_SUBSCRIPT = re.compile(r"_(?:\{([^}]*)\}|(\w+))")
+
+
+def _step_html(step: str) -> str:
+    """A step of the procedure as HTML, its subscripts set as subscripts."""
+    return _SUBSCRIPT.sub(lambda m: f"<sub>{m[1] or m[2]}</sub>", html.escape(step))
 
 
 @dataclass
@@ -130,7 +137,7 @@ class ProcedureAndCode:
                 "<tr>"
                 f'<td style="vertical-align:top;padding:2px 8px;white-space:pre;'
                 f'font-family:monospace;border-right:1px solid #999">{number}  '
-                f"{html.escape(step)}</td>"
+                f"{_step_html(step)}</td>"
                 f'<td style="vertical-align:top;padding:2px 8px"><pre style="margin:0;'
                 f'background:none">{html.escape(code)}</pre></td></tr>'
             )
@@ -183,17 +190,17 @@ def beside_procedure(function: Any, procedure: tuple[str, ...] = PROCEDURE_1) ->
     return ProcedureAndCode(source.location, rows)
 
 
-def glue(name: str, value: Any) -> Any:
+def glue(name: str, value: Any) -> None:
     """Keep ``value`` under ``name`` for the chapter's prose (``{glue:text}`name:.2f```), as
-    MyST-NB's ``glue`` does, without displaying it, and return it. Where MyST-NB is not
-    installed (Colab), nothing is kept: the Colab notebooks carry the values in their text
-    already (``tools/colab.py``)."""
+    MyST-NB's ``glue`` does, without displaying it. It returns nothing, so a cell that
+    ends with it prints nothing more. Where MyST-NB is not installed (Colab), nothing is
+    kept: the Colab notebooks carry the values in their text already
+    (``tools/colab.py``)."""
     try:
         from myst_nb import glue as myst_glue
     except ImportError:
-        return value
+        return
     myst_glue(name, value, display=False)
-    return value
 
 
 def cache_dir() -> Path:

@@ -133,9 +133,11 @@ def capsule_arrows(vectors: Tensor, labels: Sequence[str]) -> Figure:
     for index, (vector, label) in enumerate(zip(vectors.tolist(), labels, strict=True)):
         color = COLORS[index % len(COLORS)]
         length = float(np.hypot(*vector))
-        ax.annotate(
-            "", xy=vector, xytext=(0, 0), arrowprops={"arrowstyle": "-|>", "color": color, "lw": 2}
-        )
+        # The head is scaled down with the arrow (and nothing is trimmed off either end),
+        # so that a short arrow still points from the origin to its tip.
+        arrow = {"arrowstyle": "-|>", "color": color, "lw": 2, "shrinkA": 0, "shrinkB": 0}
+        arrow["mutation_scale"] = 12 * min(1.0, length / 0.3)
+        ax.annotate("", xy=vector, xytext=(0, 0), arrowprops=arrow)
         ax.plot(*vector, "o", color=color, markersize=4)
         reach = 1.08 if length >= 0.3 else 0.3 / max(length, 1e-6)
         ax.text(
@@ -219,26 +221,33 @@ def coupling_maps(
     return fig
 
 
-def length_bars(images: Tensor, lengths: Tensor, labels: Sequence[int]) -> Figure:
-    """Each image above a bar chart of its capsule lengths ``[N, classes]``; the bar of
-    the true class is coloured, and the dotted lines mark the margins 0.9 and 0.1."""
+def length_bars(images: Tensor, lengths: Tensor, labels: Sequence[int], per_row: int = 4) -> Figure:
+    """Each image above a bar chart of its capsule lengths ``[N, classes]``, ``per_row``
+    images to a row; the bar of the true class is coloured, and the dotted lines mark the
+    margins 0.9 and 0.1."""
     count, classes = lengths.shape
     pictures = _as_images(images)
+    ncols = min(count, per_row)
+    rows = -(-count // ncols)
     fig, axes = new_figure(
-        count,
-        2,
-        1.25 * count,
-        2.6,
+        ncols,
+        2 * rows,
+        1.65 * ncols,
+        2.9 * rows,
         {"axes.grid": False},
         squeeze=False,
-        gridspec_kw={"height_ratios": [1, 1.1]},
+        gridspec_kw={"height_ratios": [1, 1.1] * rows},
     )
     with plt.rc_context(STYLE):
-        for k in range(count):
-            top, bottom = axes[0, k], axes[1, k]
+        for k in range(rows * ncols):
+            top, bottom = axes[2 * (k // ncols), k % ncols], axes[2 * (k // ncols) + 1, k % ncols]
+            if k >= count:
+                top.set_axis_off()
+                bottom.set_axis_off()
+                continue
             top.imshow(pictures[k], cmap="gray_r", vmin=0, vmax=1)
-            top.set_xticks([])
-            top.set_yticks([])
+            top.set_axis_off()
+            top.set_title(f"label {labels[k]}", fontsize=9)
             colors = [COLORS[1] if j == labels[k] else "#9a9a9a" for j in range(classes)]
             bottom.bar(range(classes), lengths[k].numpy(), color=colors, width=0.8)
             for margin in (0.9, 0.1):
@@ -248,9 +257,10 @@ def length_bars(images: Tensor, lengths: Tensor, labels: Sequence[int]) -> Figur
             bottom.set_xticklabels([str(j) for j in range(classes)], fontsize=8)
             bottom.tick_params(axis="y", labelsize=8)
             bottom.set_xlabel("digit capsule", fontsize=8)
-            if k:
+            if k % ncols:
                 bottom.set_yticklabels([])
-        axes[1, 0].set_ylabel("capsule length", fontsize=9)
+            else:
+                bottom.set_ylabel("capsule length", fontsize=9)
     return fig
 
 
@@ -362,8 +372,8 @@ def perturbation_grid(reconstructions: Tensor, offsets: Sequence[float]) -> Figu
 
 def routing_summary(stats: Any) -> Figure:
     """Two panels from a :class:`capsnotes.analysis.RoutingStatistics`: the test errors
-    with ``r`` routing iterations at inference, and the mean entropy of the coupling
-    coefficients in each iteration, below that of a uniform split."""
+    with ``r`` routing iterations at inference, and how far the mean entropy of the
+    coupling coefficients of each iteration lies below that of a uniform split."""
     fig, (left, right) = new_figure(ncols=2, width=8.0, height=3.0)
     iterations = list(stats.accuracy)
     errors = [round((1 - stats.accuracy[r]) * stats.count) for r in iterations]
@@ -373,15 +383,15 @@ def routing_summary(stats: Any) -> Figure:
     left.set(xlabel="routing iterations r at inference", ylabel=f"errors of {stats.count:,}")
     steps = np.arange(1, len(stats.entropy) + 1)
     uniform = stats.uniform_entropy
-    right.plot(steps, [uniform - h for h in stats.entropy], "o-", label="every child")
-    right.plot(
-        steps,
-        [uniform - h for h in stats.weighted_entropy],
-        "s--",
-        label="weighted by ‖u_i‖",
+    drop = [uniform - h for h in stats.entropy]
+    right.plot(steps, drop, "o-", color=COLORS[0])
+    for t, value in zip(steps, drop, strict=True):
+        right.text(t, value, f" {value:.4f}", va="bottom", fontsize=8)
+    right.set(
+        xlabel="iteration t",
+        ylabel=f"log {stats.classes} − mean entropy of $c_i$ (nats)",
+        xticks=steps,
     )
-    right.set(xlabel="iteration t", ylabel="log 10 − entropy of c_i (nats)", xticks=steps)
-    right.legend(frameon=False, fontsize=8)
     return fig
 
 

@@ -50,9 +50,19 @@ def test_routing_statistics_match_a_direct_computation():
                 ((h * w).sum() / w.sum()).item(), rel=1e-5
             )
             assert stats.top_coupling[r - 1] == pytest.approx(c.amax(-1).mean().item(), rel=1e-5)
+            assert stats.weighted_top_coupling[r - 1] == pytest.approx(
+                ((c.amax(-1) * w).sum() / w.sum()).item(), rel=1e-5
+            )
             if r in stats.accuracy:
-                right = (v.norm(dim=-1).argmax(1) == data.labels).float().mean().item()
+                lengths = v.norm(dim=-1)
+                right = (lengths.argmax(1) == data.labels).float().mean().item()
                 assert stats.accuracy[r] == pytest.approx(right)
+                assert stats.winner_length[r] == pytest.approx(
+                    lengths.amax(1).mean().item(), rel=1e-5
+                )
+        first = dynamic_routing(u_hat, 1).norm(dim=-1).argmax(1)
+        third = dynamic_routing(u_hat, 3).norm(dim=-1).argmax(1)
+        assert stats.changed == {1: 0, 3: (first != third).sum().item()}
     assert stats.entropy[2] < stats.entropy[0] - 1e-3  # agreement concentrates the couplings
 
 

@@ -441,5 +441,13 @@ def test_glued_numbers_become_text_for_colab():
 def test_glue_keeps_nothing_where_myst_nb_is_missing(monkeypatch):
     from capsnotes.notebook import glue
 
+    calls = []
     monkeypatch.setitem(sys.modules, "myst_nb", None)  # as on Colab: import fails
-    assert glue("x", 3.5) == 3.5
+    assert glue("x", 3.5) is None  # nothing kept, nothing raised
+    fake = type(sys)("myst_nb")
+    fake.glue = lambda *args, **kwargs: calls.append((args, kwargs))
+    monkeypatch.setitem(sys.modules, "myst_nb", fake)
+    # Where MyST-NB is there it keeps the value without displaying it, and returns
+    # nothing, so a cell ending in glue(...) prints no stray value.
+    assert glue("x", 3.5) is None
+    assert calls == [(("x", 3.5), {"display": False})]

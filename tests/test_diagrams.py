@@ -91,8 +91,14 @@ def test_one_child_s_couplings_are_routing_s_and_split_its_vote():
     with torch.no_grad():
         u_hat = model.digits.votes(model.primary_capsules(image))
     for t in range(1, 5):
-        _, c = dynamic_routing(u_hat, t, return_coupling=True)
+        v, c = dynamic_routing(u_hat, t, return_coupling=True)
         torch.testing.assert_close(couplings[t - 1], c[0, child])
+        # the agreement the iteration adds to the child's logits: û_{j|i}·v_j
+        torch.testing.assert_close(
+            diagram.numbers["agreement"][t - 1], (u_hat[0, child] * v[0]).sum(-1)
+        )
+    grid = TINY.primary_grid
+    assert diagram.numbers["position"] == (child // grid**2, child % grid**2 // grid, child % grid)
     assert f"child {child}" in svg_text(diagram)
 
 

@@ -56,6 +56,9 @@ def test_procedure_1_stands_beside_every_line_of_the_routing_code():
     ]
     html = shown._repr_html_()
     assert html.count("<tr>") == len(PROCEDURE_1) + 1 and "&lt;" not in PROCEDURE_1[0]
+    # the procedure's subscripts are set as subscripts in HTML, kept as written in text
+    assert "b<sub>ij</sub> ← b<sub>ij</sub> + û<sub>j|i</sub> · v<sub>j</sub>" in html
+    assert "b_ij ← b_ij + û_{j|i} · v_j" in repr(shown)
 
 
 def test_a_mark_the_procedure_does_not_have_is_refused():
