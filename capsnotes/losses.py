@@ -120,7 +120,8 @@ def capsnet_loss(
         margin, reconstruction: the two terms; the paper's unless a comparison replaces
             one (the book trains popular variants, :mod:`capsnotes.mistakes`, this way).
 
-    Both terms are computed in float32, also when the forward pass ran in bf16.
+    Both terms are computed in float32, also when the forward pass ran in a 16-bit
+    format (chapter 14).
     """
     margin_term = margin(output.capsules.float(), target)
     reconstruction_term = reconstruction(

@@ -216,6 +216,8 @@ def coupling_maps(
         for ax in axes:
             ax.set_xticks([])
             ax.set_yticks([])
+        for spine in axes[0].spines.values():
+            spine.set_visible(False)
         bar = fig.colorbar(last, ax=axes[-1], fraction=0.08, shrink=0.8)
         bar.set_label(label, fontsize=8)
     return fig
@@ -269,7 +271,7 @@ def loss_curves(runs: Mapping[str, dict[str, Any]]) -> Figure:
     of two panels per run, each on its own epoch axis: every training step (faint), a
     moving mean of the steps, and the test losses at the end of each epoch (dots)."""
     fig, axes = new_figure(
-        ncols=2, nrows=len(runs), width=8.4, height=2.6 * len(runs), squeeze=False
+        ncols=2, nrows=len(runs), width=7.6, height=2.8 * len(runs), squeeze=False
     )
     for row, (index, (label, history)) in zip(axes, enumerate(runs.items()), strict=True):
         color = COLORS[index % len(COLORS)]
@@ -298,10 +300,10 @@ def loss_curves(runs: Mapping[str, dict[str, Any]]) -> Figure:
             ax.set_yscale("log")
             _readable_log_ticks(ax)
             ax.set_xlabel(f"epoch ({steps_per_epoch} steps each)")
-            unit = " (0.0005 × sum of squares)" if "recon" in name else ""
-            ax.set_ylabel(name + unit, fontsize=8)
+            unit = "\n(0.0005 × sum of squares)" if "recon" in name else ""
+            ax.set_ylabel(f"{name}{unit}, mean per digit", fontsize=8.5)
             ax.set_title(label, fontsize=9)
-        row[0].legend(frameon=False, fontsize=7)
+            ax.legend(frameon=False, fontsize=8)
     return fig
 
 
@@ -309,7 +311,7 @@ def accuracy_curves(runs: Mapping[str, dict[str, Any]]) -> Figure:
     """Error rates of each run in ``runs`` (label → history) against the number of
     training images seen (log scales, so that runs of different lengths compare): on the
     training batches of each epoch (dashed) and on the test set after it (solid)."""
-    fig, ax = new_figure(width=6.4, height=3.4)
+    fig, ax = new_figure(width=6.4, height=3.8)
     for index, (label, history) in enumerate(runs.items()):
         color = COLORS[index % len(COLORS)]
         epochs = history["epochs"]
@@ -335,7 +337,7 @@ def accuracy_curves(runs: Mapping[str, dict[str, Any]]) -> Figure:
     _readable_log_ticks(ax)
     ax.set_xlabel("training images seen (after each epoch)")
     ax.set_ylabel("error rate (%)")
-    ax.legend(frameon=False, fontsize=7)
+    ax.legend(frameon=False, fontsize=8.5)
     return fig
 
 
@@ -386,7 +388,8 @@ def routing_summary(stats: Any) -> Figure:
     drop = [uniform - h for h in stats.entropy]
     right.plot(steps, drop, "o-", color=COLORS[0])
     for t, value in zip(steps, drop, strict=True):
-        right.text(t, value, f" {value:.4f}", va="bottom", fontsize=8)
+        shown = 0.0 if abs(value) < 5e-5 else value  # no "-0.0000" for an even split
+        right.text(t, value, f" {shown:.4f}", va="bottom", fontsize=8)
     right.set(
         xlabel="iteration t",
         ylabel=f"log {stats.classes} − mean entropy of $c_i$ (nats)",

@@ -393,7 +393,9 @@ def test_no_chapter_uses_a_term_before_the_chapter_that_defines_it(source):
     if not source.stem[:2].isdigit():
         return
     number = chapter_number(source.stem)
-    text = source.read_text()
+    # the prose and code, and the package's code the chapter displays (its docstrings and
+    # comments are read too)
+    text = source.read_text() + "\n" + _displayed_code(source.stem)
     for term, defined in TERMS_DEFINED_IN.items():
         if number < defined:
             found = re.search(rf"\b{re.escape(term)}s?\b", text, flags=re.I)
