@@ -220,12 +220,15 @@ class Campaign:
         return model.to(self.device).eval()
 
     def record(self, stage: str, values: dict[str, Any]) -> dict[str, Any]:
+        from benchmarks.compare import cpu_details
+
         values = {
             "stage": stage,
             "source_commit": source_commit(),
             "scale": self.budget.name,
             "scale_reason": self.budget.reason,
             "device": device_name(self.device),
+            "cpu": cpu_details(),
             "command": self.command,
             "torch": torch.__version__,
         } | values
@@ -297,7 +300,7 @@ def _table1(c: Campaign) -> dict[str, Any]:
     )
     for row in rows:
         row["seeds"], row["test_errors"], row["wall_seconds"] = [], [], []
-        row["images_per_second"], row["routing"] = [], []
+        row["images_per_second"], row["routing"], row["implementations"] = [], [], []
         for seed in c.budget.seeds:
             config = c.config(
                 row["profile"],
@@ -316,6 +319,8 @@ def _table1(c: Campaign) -> dict[str, Any]:
             row["images_per_second"].append(
                 statistics.fmean(e["images_per_second"] for e in history["epochs"])
             )
+            # what the trainer chose for this run (precision, convolution, ...), by timing
+            row["implementations"].append(history["session_details"][-1])
             row["test_count"] = len(tested)
             row["train_config"] = {k: v for k, v in config.to_dict().items() if k != "model"}
             model = c.load_model(folder, config)

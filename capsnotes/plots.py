@@ -14,7 +14,6 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
 from matplotlib.patches import Circle
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 from torch import Tensor
@@ -395,50 +394,6 @@ def routing_summary(stats: Any) -> Figure:
         ylabel=f"log {stats.classes} − mean entropy of $c_i$ (nats)",
         xticks=steps,
     )
-    return fig
-
-
-def seed_errors(
-    rows: Sequence[tuple[str, Sequence[float]]], reference: Mapping[str, tuple[float, float]]
-) -> Figure:
-    """Test errors (%) of several trained variants, one row each (label, per-seed
-    errors): every seed as a dot and the mean as a bar; beside each, where ``reference``
-    (label → (mean, std)) has it, a published value with its spread as a hollow marker."""
-    fig, ax = new_figure(width=6.8, height=0.55 * len(rows) + 1.2)
-    for y, (label, errors) in enumerate(rows):
-        values = 100 * np.asarray(errors, dtype=float)
-        ax.plot(values, np.full(len(values), y), "o", color=COLORS[0], alpha=0.8, markersize=5)
-        ax.plot([values.mean()] * 2, [y - 0.3, y + 0.3], color=COLORS[0], linewidth=2)
-        if label in reference:
-            mean, std = reference[label]
-            ax.errorbar(
-                mean,
-                y + 0.25,
-                xerr=std,
-                fmt="s",
-                color=COLORS[1],
-                markerfacecolor="white",
-                markersize=5,
-                capsize=3,
-            )
-    ax.set_yticks(range(len(rows)))
-    ax.set_yticklabels([label for label, _ in rows], fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xlabel("test error (%)")
-    handles = [
-        Line2D([], [], marker="o", linestyle="", color=COLORS[0], label="this book: one seed"),
-        Line2D([], [], color=COLORS[0], linewidth=2, label="this book: mean of the seeds"),
-        Line2D(
-            [],
-            [],
-            marker="s",
-            linestyle="",
-            color=COLORS[1],
-            markerfacecolor="white",
-            label="the paper: mean ± std",
-        ),
-    ]
-    ax.legend(handles=handles, frameon=False, fontsize=7, loc="best")
     return fig
 
 

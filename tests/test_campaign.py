@@ -3,6 +3,7 @@ MultiMNIST) with their records, the model shipped, a second call that resumes in
 redoing; the full scale's other stages; and the scale's promise to fit its budget."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +20,9 @@ def test_the_cpu_scale_smoke_writes_its_records_ships_and_resumes(tmp_path, mnis
     assert list(records) == ["table1", "multimnist"]
     table = json.loads((out / "table1.json").read_text())
     assert table["scale"] == "cpu, smoke" and table["scale_reason"] == CPU.reason
+    # the record names the processor as /proc/cpuinfo does, where there is one
+    if Path("/proc/cpuinfo").exists():
+        assert table["cpu"]["model_name"] and "flags" in table["cpu"]
     keys = [row["key"] for row in table["rows"]]
     assert keys == [
         "r=1, no reconstruction",
@@ -31,6 +35,9 @@ def test_the_cpu_scale_smoke_writes_its_records_ships_and_resumes(tmp_path, mnis
         assert len(row["test_errors"]) == len(row["seeds"]) == 1
         assert row["test_count"] == 200 and row["train_config"]["train_size"] == 96
         assert row["test_error"]["mean"] == row["test_errors"][0]
+        # each run's own choice (its precision, and how it computes) is kept
+        (chosen,) = row["implementations"]
+        assert chosen["precision"] in ("float32", "bfloat16") and "optimizer" in chosen
     capsnets = {row["key"]: row for row in table["rows"] if row["model"] == "capsnet"}
     # the decoder trains only in the rows with reconstruction, routing iterates only at r=3
     assert capsnets["r=1, no reconstruction"]["train_config"]["reconstruction_weight"] == 0.0
