@@ -50,6 +50,7 @@ PRETRAINED: dict[str, str] = {
     "mnist": "the paper's MNIST CapsNet (3 routing iterations, with the decoder)",
     "fashion-mnist": "the paper's CapsNet trained on Fashion-MNIST",
     "cnn-mnist": "the baseline CNN (the `cnn` profile) trained on MNIST",
+    "multimnist": "a CapsNet reading two overlapping digits (MultiMNIST, the campaign's CPU scale)",
 }
 
 
@@ -77,7 +78,8 @@ def load_pretrained(
 
     Returns:
         ``(model, history)``: the model (a plain :class:`~capsnotes.CapsNet` with the
-        reference implementations, or a :class:`~capsnotes.convnet.ConvNet`) in float32
+        reference implementations, a :class:`~capsnotes.multimnist.PairedCapsNet`, or a
+        :class:`~capsnotes.convnet.ConvNet`) in float32
         and evaluation mode, and the provenance record, in which
         ``history["epochs"][-1]["test_accuracy"]`` is the run's final accuracy (a fraction)
         on all 10,000 test images and ``history["shipped"]`` describes the stored weights.

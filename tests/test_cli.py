@@ -50,7 +50,12 @@ def run(*args: str, env_root=None, timeout: int = 600) -> subprocess.CompletedPr
     )
 
 
-@pytest.mark.parametrize("name", sorted(PRETRAINED))
+#: The shipped models the command line trained (the campaign trained ``multimnist``;
+#: tests/test_pretrained.py checks its configuration against the campaign's scale).
+TRAINED_BY_THE_CLI = sorted(set(PRETRAINED) - {"multimnist"})
+
+
+@pytest.mark.parametrize("name", TRAINED_BY_THE_CLI)
 def test_the_shipped_models_commands_still_make_their_configuration(name):
     """The command in each shipped record, parsed today, gives the record's configuration."""
     _, record = load_pretrained(name)
