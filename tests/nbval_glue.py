@@ -22,9 +22,9 @@ import copy
 import math
 from typing import Any
 
+from myst_nb.ext.glue import GLUE_PREFIX
 from nbval.plugin import IPyNbCell
 
-GLUE_PREFIX = "application/papermill.record/"
 RELATIVE_TOLERANCE = 1e-5
 
 

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import yaml
 from myst_nb.core.variables import format_plain_text
+from myst_nb.ext.glue import GLUE_PREFIX  # where glue() keeps a value it does not display
 from pybtex.database import parse_file
 from pybtex.plugin import find_plugin
 
@@ -154,10 +155,6 @@ EXPLORER_NOTE = (
     "09_what_capsules_learned.html), in the browser; the cell below does the same with "
     "ipywidgets.*"
 )
-
-
-#: Where MyST-NB's glue() keeps a value that it does not display.
-GLUE_PREFIX = "application/papermill.record/"
 
 
 def glued_values(cells: list) -> dict[str, str]:
