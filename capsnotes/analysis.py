@@ -95,6 +95,8 @@ def routing_statistics(
     for images, labels in batches(data.to(device), batch_size):
         u = model.primary_capsules(images)  # [B, I, D_in]
         u_hat = model.digits.votes(u)  # [B, I, O, D]
+        # stored [B, O, I, D], the layout routing reads, once for all r (same values)
+        u_hat = u_hat.transpose(1, 2).contiguous().transpose(1, 2)
         lengths = u.norm(dim=-1)  # [B, I]
         for r in range(1, deepest + 1):
             v, c = dynamic_routing(u_hat, r, return_coupling=True)
