@@ -189,7 +189,7 @@ class _FusedRouting(torch.autograd.Function):
             v = squash(s)
             saved += [coupling, s, v]
             if iteration + 1 < iterations:
-                logits = logits + (votes @ v.unsqueeze(-1)).squeeze(-1)
+                logits = logits + (v.unsqueeze(2) @ votes.transpose(2, 3)).squeeze(2)
         ctx.iterations = iterations
         ctx.save_for_backward(votes, *saved)
         return v
@@ -215,7 +215,7 @@ class _FusedRouting(torch.autograd.Function):
                 s_leaf = s.detach().requires_grad_()
                 (grad_s,) = torch.autograd.grad(squash(s_leaf), s_leaf, grad_out)
             # s_t = Σ_i c_i V_i: c receives V·gs, V receives c ⊗ gs
-            grad_coupling = (votes @ grad_s.unsqueeze(-1)).squeeze(-1)  # [B, O, I]
+            grad_coupling = (grad_s.unsqueeze(2) @ votes.transpose(2, 3)).squeeze(2)  # [B, O, I]
             weights.append(coupling)
             vectors.append(grad_s)
             # softmax over the parents (dim 1), backwards

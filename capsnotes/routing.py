@@ -58,24 +58,25 @@ def dynamic_routing(
     batch, in_caps, out_caps, _ = u_hat.shape
     votes = u_hat.transpose(1, 2).contiguous()
     # line 2: b_ij ← 0
-    # one set of logits per example, so that no image's routing depends on another's
-    logits = u_hat.new_zeros(batch, in_caps, out_caps)  # b: [B, I, O]
+    # one set of logits per example, so that no image's routing depends on another's;
+    # stored [B, O, I] like the votes (b_ij at [b, j, i]), so that no step transposes
+    logits = u_hat.new_zeros(batch, out_caps, in_caps)  # b: [B, O, I]
     for iteration in range(iterations):  # line 3: r iterations
         # line 4: c_i ← softmax(b_i)
-        # over the parents j (the last axis): each child splits its vote
-        coupling = logits.softmax(dim=-1)  # c: [B, I, O]
+        # over the parents j (dim 1): each child splits its vote
+        coupling = logits.softmax(dim=1)  # c: [B, O, I]
         # line 5: s_j ← Σ_i c_ij û_{j|i}
-        s = (coupling.transpose(1, 2).unsqueeze(2) @ votes).squeeze(2)  # [B, O, D]
+        s = (coupling.unsqueeze(2) @ votes).squeeze(2)  # s: [B, O, D]
         # line 6: v_j ← squash(s_j)
         v = squash(s)  # v: [B, O, D]
         # line 7: b_ij ← b_ij + û_{j|i} · v_j
         # (not after the last pass: those logits would never be read)
         if iteration + 1 < iterations:
-            agreement = (votes @ v.unsqueeze(-1)).squeeze(-1)  # û·v: [B, O, I]
-            logits = logits + agreement.transpose(1, 2)
+            agreement = (v.unsqueeze(2) @ votes.transpose(2, 3)).squeeze(2)  # û·v: [B, O, I]
+            logits = logits + agreement
     # line 8: return v_j
     if return_coupling:
-        return v, coupling
+        return v, coupling.transpose(1, 2)  # c: [B, I, O]
     return v
 
 

@@ -45,7 +45,7 @@ def test_procedure_1_stands_beside_every_line_of_the_routing_code():
     assert [number for number, _, _ in shown.rows] == list(range(1, len(PROCEDURE_1) + 1))
     assert all(code for number, _, code in shown.rows if number > 1)  # each step computed
     code = {number: code for number, _, code in shown.rows}
-    assert "softmax(dim=-1)" in code[4] and "squash(s)" in code[6] and "agreement" in code[7]
+    assert "softmax(dim=1)" in code[4] and "squash(s)" in code[6] and "agreement" in code[7]
     # nothing of the body is lost: every code line of the function appears once
     body = show_source(dynamic_routing).code.split('"""')[-1]
     statements = [line.strip() for line in body.splitlines() if line.strip()]
