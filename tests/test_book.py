@@ -287,7 +287,7 @@ def _displayed_code(stem: str) -> str:
     ("stem", "wanted"),
     [
         ("01_why_capsules", ["def __init__(", "def forward(self, images"]),
-        ("05_routing", ["procedure ROUTING", "coupling = logits.softmax(dim=-1)"]),
+        ("05_routing", ["procedure ROUTING", "coupling = logits.softmax(dim=1)"]),
         ("07_decoder", ["def reconstruction_loss(", "def encode("]),
         (
             "08_training",
