@@ -46,8 +46,7 @@ SCOPE_SECONDS = {
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Longest scopes first (see :data:`SCOPE_SECONDS`); within a scope, the order stays."""
-    scope = {id(item): item.nodeid.split("::")[0] for item in items}
-    items.sort(key=lambda item: -SCOPE_SECONDS.get(scope[id(item)], 0))
+    items.sort(key=lambda item: -SCOPE_SECONDS.get(item.nodeid.split("::")[0], 0))
 
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
