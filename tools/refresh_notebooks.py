@@ -39,7 +39,7 @@ BOOK = REPO / "book"
 #: The install cell's pin: ``COMMIT = "<sha>"``, installed as ``capsnotes @ git+...@{COMMIT}``.
 PINNED = re.compile(r'^COMMIT = "[0-9a-f]*"', re.M)
 #: What the package's code is made of, for the check that it is committed.
-PACKAGE_PATHS = ("capsnotes", "pyproject.toml")
+PACKAGE_PATHS = ("capsnotes", "book/capsbook", "pyproject.toml")
 
 
 def sources(prefixes: list[str]) -> list[Path]:

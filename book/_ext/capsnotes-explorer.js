@@ -1,11 +1,13 @@
 // The capsule explorer of chapter 9: the shipped CapsNet's decoder, run in the browser.
-// Its data (weights and test digits) is written by book/_ext/explorer_data.py into
-// _static/capsnotes-explorer-data.js while the book builds, and book/_ext/capsnotes_html.py
-// copies this script beside it. No network, no server.
+// Its data (book/capsbook/explorer.py) comes in two globals: the decoder's weights from
+// _static/capsnotes-explorer-data.js, which the book's build writes, and the test digits
+// from an output of chapter 9 earlier on the page. book/_ext/capsnotes_html.py copies this
+// script beside the weights. No network, no server.
 (function () {
   "use strict";
-  const DATA = window.CAPSNOTES_EXPLORER_DATA;
-  const FORMAT = 2;  // explorer_data.FORMAT: binary data in base64
+  const WEIGHTS = window.CAPSNOTES_EXPLORER_DATA, DIGITS = window.CAPSNOTES_EXPLORER_DIGITS;
+  const DATA = WEIGHTS && DIGITS && Object.assign({}, WEIGHTS, DIGITS);
+  const FORMAT = 2;  // capsbook.explorer.FORMAT: binary data in base64
 
   // --- reading the data ------------------------------------------------------------
   // Binary data travels as standard base64; atob gives one character per byte.
@@ -222,8 +224,11 @@
 
   async function start() {
     const root = document.getElementById("capsnotes-explorer");
-    if (!DATA) throw new Error("the explorer's data file did not load");
-    if (DATA.format !== FORMAT) throw new Error(`the explorer reads data format ${FORMAT}, not ${DATA.format}`);
+    if (!WEIGHTS) throw new Error("the explorer's data file did not load");
+    if (!DIGITS) throw new Error("the page carries no test digits for the explorer");
+    for (const part of [WEIGHTS, DIGITS]) {
+      if (part.format !== FORMAT) throw new Error(`the explorer reads data format ${FORMAT}, not ${part.format}`);
+    }
     const layers = await loadDecoder(DATA.weights);
     const decode = makeDecode(layers, DATA.classes, DATA.dim);
     const size = DATA.size;

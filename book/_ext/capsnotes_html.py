@@ -9,11 +9,9 @@ extension drops repeated scripts from each page's context before the page is wri
 
 After a successful build it puts chapter 9's capsule explorer into ``_static``: the page
 script ``capsnotes-explorer.js`` (beside this file: in the book's ``_static`` folder Jupyter
-Book would load it on every page) and ``capsnotes-explorer-data.js``, the shipped model's
-decoder and a few dozen test digits, written by ``explorer_data.py`` beside this file (and
-kept in ``$CAPSNOTES_CACHE/explorer``, default ``~/.cache/capsnotes``, for the next build
-of the same weights). Sphinx puts this folder on ``sys.path`` (``local_extensions`` in
-``_config.yml``), so that module imports by its name.
+Book would load it on every page) and ``capsnotes-explorer-data.js``, the decoder of the
+model shipped in the package (:func:`capsbook.explorer.weights_script`). The test digits
+the explorer shows are an output of chapter 9, rendered into its page like any other.
 """
 
 from __future__ import annotations
@@ -22,9 +20,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from explorer_data import write_explorer_data
-
-from capsnotes.notebook import cache_dir
+from capsbook.explorer import DATA_FILE, weights_script
+from capsnotes.files import atomic_write_bytes
+from capsnotes.pretrained import load_pretrained
 
 EXPLORER_SCRIPT = "capsnotes-explorer.js"
 
@@ -50,7 +48,8 @@ def explorer_data(app: Any, exception: Exception | None) -> None:
         return
     static = Path(app.outdir) / "_static"
     shutil.copyfile(Path(__file__).with_name(EXPLORER_SCRIPT), static / EXPLORER_SCRIPT)
-    write_explorer_data(static, cache=cache_dir() / "explorer")
+    model, history = load_pretrained("mnist")
+    atomic_write_bytes(static / DATA_FILE, weights_script(model, history).encode("ascii"))
 
 
 def setup(app: Any) -> dict[str, Any]:

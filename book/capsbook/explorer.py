@@ -1,9 +1,13 @@
 """Data for the capsule explorer of the HTML book (chapter 9): the shipped model's decoder
-and a few dozen test digits, written as one JavaScript file that the page loads.
+and a few dozen test digits, which the page's script (``book/_ext/capsnotes-explorer.js``)
+reads from two globals.
 
-The book's build writes it (``capsnotes_html.py`` beside this file calls
-:func:`write_explorer_data` when the HTML is built); it is no part of the ``capsnotes``
-package, only a reader of it.
+* ``window.CAPSNOTES_EXPLORER_DATA`` — the decoder: written by the book's build into
+  ``_static/capsnotes-explorer-data.js`` (:func:`weights_script`) from the weights shipped
+  in the package, so the build needs no dataset.
+* ``window.CAPSNOTES_EXPLORER_DIGITS`` — the test digits, their capsules and the
+  measured names of the dimensions: an output of chapter 9 (:func:`digits_html`), which
+  the build renders from the committed notebook like every other output.
 
 The page redraws the reconstruction in the browser every time the reader moves one of a
 capsule's 16 numbers, so it needs the decoder's weights. They are the shipped model's
@@ -14,18 +18,16 @@ the weights travel as two planes of bytes — the high bytes (sign, exponent, tw
 bits), which compress somewhat and are deflated, and the low bytes, which do not and go
 as they are. The test digits' images (mostly black) are deflated too.
 
-The file is ``window.CAPSNOTES_EXPLORER_DATA = {...};`` with plain JSON inside; binary
-data is in standard base64 (RFC 4648), which the page reads with the browser's ``atob``
-and inflates with its ``DecompressionStream("deflate")`` (zlib format).
+Both globals hold plain JSON; binary data is in standard base64 (RFC 4648), which the page
+reads with the browser's ``atob`` and inflates with its ``DecompressionStream("deflate")``
+(zlib format).
 """
 
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import zlib
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -33,21 +35,13 @@ import torch
 from torch import Tensor, nn
 
 from capsnotes.analysis import PROPERTIES, dimension_effects
-from capsnotes.data import ImageSet, load_dataset
+from capsnotes.data import ImageSet
 from capsnotes.evaluation import evaluate
-from capsnotes.files import atomic_write_bytes
 from capsnotes.model import CapsNet
-from capsnotes.pretrained import load_pretrained
 from capsnotes.version import __version__
 
-__all__ = [
-    "DATA_FILE",
-    "FORMAT",
-    "OFFSETS",
-    "data_script",
-    "explorer_payload",
-    "write_explorer_data",
-]
+__all__ = ["DATA_FILE", "FORMAT", "OFFSETS", "digits_html", "digits_payload", "weights_payload",
+           "weights_script"]
 
 #: The file the page loads from ``_static/``.
 DATA_FILE = "capsnotes-explorer-data.js"
@@ -130,38 +124,13 @@ def _dimension_labels(
     return labels
 
 
-def explorer_payload(
-    model: CapsNet | None = None,
-    data: ImageSet | None = None,
-    *,
-    history: dict[str, Any] | None = None,
-    per_class: int = 3,
-    wrong: int = 6,
-    data_root: str | Path | None = None,
-) -> dict[str, Any]:
-    """Everything the page needs, JSON-ready: the decoder's weights (:func:`_weights`),
-    the chosen test digits (``digits``: index, label, prediction), their images
-    (``images``: deflated uint8 [digits, size, size], base64), all ten capsules of each
-    (``capsules``: little-endian float32 [digits, classes, dim], base64; the page computes
-    the lengths) and the measured dimension labels. Defaults: the shipped ``mnist`` model
-    and the MNIST test set. ``history``, the record :func:`~capsnotes.load_pretrained`
-    returned with ``model``, names its weights in the file."""
-    if model is None:
-        model, history = load_pretrained("mnist")
-    if history is None:
-        source: dict[str, Any] = {"pretrained": None}
-    else:
-        shipped = history["shipped"]
-        source = {"pretrained": shipped["name"], "sha256": shipped["sha256"]}
-    model = model.cpu().eval()
-    data = load_dataset("mnist", train=False, root=data_root) if data is None else data
-    chosen, predictions, capsules = _choose_digits(model, data, per_class, wrong)
-    digits = [
-        {"index": i, "label": int(data.labels[i]), "prediction": int(predictions[i])}
-        for i in chosen
-    ]
-    images = zlib.compress(data.images[chosen].numpy().tobytes(), 9)
-    vectors = capsules[chosen].float().numpy().astype("<f4").tobytes()
+def weights_payload(model: CapsNet, history: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The decoder for the page, JSON-ready: its float16 weights (:func:`_weights`) and the
+    sizes the page needs. ``history``, the record :func:`~capsnotes.load_pretrained`
+    returned with ``model``, names its weights."""
+    source: dict[str, Any] = {"pretrained": None}
+    if history is not None:
+        source = {"pretrained": history["shipped"]["name"], "sha256": history["shipped"]["sha256"]}
     return {
         "format": FORMAT,
         "capsnotes": __version__,
@@ -171,6 +140,27 @@ def explorer_payload(
         "dim": model.config.digit_dim,
         "offsets": OFFSETS,
         "weights": _weights(model),
+    }
+
+
+def digits_payload(
+    model: CapsNet, data: ImageSet, *, per_class: int = 3, wrong: int = 6
+) -> dict[str, Any]:
+    """The test digits for the page, JSON-ready: the chosen digits (``digits``: index,
+    label, prediction; :func:`_choose_digits`), their images (``images``: deflated uint8
+    [digits, size, size], base64), all ten capsules of each (``capsules``: little-endian
+    float32 [digits, classes, dim], base64; the page computes the lengths) and the measured
+    dimension labels."""
+    model = model.cpu().eval()
+    chosen, predictions, capsules = _choose_digits(model, data, per_class, wrong)
+    digits = [
+        {"index": i, "label": int(data.labels[i]), "prediction": int(predictions[i])}
+        for i in chosen
+    ]
+    images = zlib.compress(data.images[chosen].numpy().tobytes(), 9)
+    vectors = capsules[chosen].float().numpy().astype("<f4").tobytes()
+    return {
+        "format": FORMAT,
         "digits": digits,
         "images": _base64(images),
         "capsules": _base64(vectors),
@@ -178,29 +168,31 @@ def explorer_payload(
     }
 
 
-def data_script(payload: dict[str, Any]) -> str:
-    """The data file's text: ``payload`` as compact JSON, assigned to
-    ``window.CAPSNOTES_EXPLORER_DATA``."""
-    return f"window.CAPSNOTES_EXPLORER_DATA = {json.dumps(payload, separators=(',', ':'))};\n"
+def _assignment(name: str, payload: dict[str, Any]) -> str:
+    return f"window.{name} = {json.dumps(payload, separators=(',', ':'))};"
 
 
-def write_explorer_data(
-    folder: str | Path, *, cache: str | Path | None = None, data_root: str | Path | None = None
-) -> Path:
-    """Write ``folder/capsnotes-explorer-data.js`` for the shipped model. With ``cache``
-    (a folder), reuse a file made earlier for the same weights, capsnotes version and
-    :data:`FORMAT`."""
-    target = Path(folder) / DATA_FILE
-    model, history = load_pretrained("mnist")
-    made_for = f"{history['shipped']['sha256']}|{__version__}|{FORMAT}"
-    key = hashlib.sha256(made_for.encode()).hexdigest()[:16]
-    cached = Path(cache) / f"explorer-{key}.js" if cache is not None else None
-    if cached is not None and cached.is_file():
-        atomic_write_bytes(target, cached.read_bytes())
-        return target
-    payload = explorer_payload(model, history=history, data_root=data_root)
-    text = data_script(payload).encode("utf-8")
-    atomic_write_bytes(target, text)
-    if cached is not None:
-        atomic_write_bytes(cached, text)  # makes the folder
-    return target
+def weights_script(model: CapsNet, history: dict[str, Any] | None = None) -> str:
+    """The text of ``_static/capsnotes-explorer-data.js``: :func:`weights_payload` as compact
+    JSON, assigned to ``window.CAPSNOTES_EXPLORER_DATA``."""
+    return _assignment("CAPSNOTES_EXPLORER_DATA", weights_payload(model, history)) + "\n"
+
+
+class DigitsForThePage:
+    """Chapter 9's output that carries the explorer's digits into the HTML page: a script
+    that sets ``window.CAPSNOTES_EXPLORER_DIGITS``. Where no page loads the explorer
+    (Jupyter, Colab) it shows a one-line summary."""
+
+    def __init__(self, payload: dict[str, Any]) -> None:
+        self.payload = payload
+
+    def _repr_html_(self) -> str:
+        return f"<script>{_assignment('CAPSNOTES_EXPLORER_DIGITS', self.payload)}</script>"
+
+    def __repr__(self) -> str:
+        return f"explorer data: {len(self.payload['digits'])} test digits"
+
+
+def digits_html(model: CapsNet, data: ImageSet, **kwargs: Any) -> DigitsForThePage:
+    """:func:`digits_payload` as an output that a notebook shows and the HTML page runs."""
+    return DigitsForThePage(digits_payload(model, data, **kwargs))
