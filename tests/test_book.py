@@ -5,6 +5,7 @@ and (slow) a full `jupyter-book build book` from a fresh copy with warnings as e
 from __future__ import annotations
 
 import ast
+import html
 import re
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import nbformat
 import pytest
 import yaml
 
+from tests.book_build import build_book, fresh_copy
 from tests.conftest import REPO
 
 sys.path.insert(0, str(REPO / "tools"))
@@ -255,8 +257,10 @@ def test_readme_starts_with_the_two_commands_and_ci_runs_the_test_one():
 
 @pytest.mark.slow
 def test_the_book_builds_from_a_fresh_copy_without_warnings(built_book):
-    """Every chapter page, with its Colab button and its outputs; math served locally."""
+    """Offline and without MNIST (tests/book_build.py): every chapter page, with its Colab
+    button and its committed outputs; math served locally."""
     owner_repo = CONFIG["repository"]["url"].removeprefix("https://github.com/")
+    assert CONFIG["execute"]["execute_notebooks"] == "off"
     for source in chapter_sources():
         page = (built_book / f"{source.stem}.html").read_text()
         link = f"colab.research.google.com/github/{owner_repo}/blob/main/book/{source.stem}.ipynb"
@@ -266,11 +270,40 @@ def test_the_book_builds_from_a_fresh_copy_without_warnings(built_book):
         if 'class="math' in page:
             assert 'src="_static/mathjax/tex-chtml.js"' in page, f"{source.stem}: no local MathJax"
         assert page.count("THEBE_JS_URL =") <= 1
+        # every figure and every printed output of the committed notebook is on the page
+        shown = [
+            c
+            for c in notebook(source).cells
+            if not {"remove-output", "remove-cell"} & set(c.metadata.get("tags", []))
+        ]
+        outputs = [o for c in shown for o in c.get("outputs", [])]
+        pictures = sum("image/png" in o.get("data", {}) for o in outputs)
+        assert page.count('src="_images/') >= pictures, source.stem
+        for output in outputs:
+            if output.get("output_type") == "stream" and output.get("name") == "stdout":
+                first = output["text"].strip().splitlines()[0]
+                assert html.escape(first, quote=False) in page, (source.stem, first)
     figures = sum(
         (built_book / f"{s.stem}.html").read_text().count("<figure") for s in chapter_sources()
     )
     assert figures >= 15
     assert (built_book / "_static" / "mathjax" / "tex-chtml.js").is_file()
+
+
+@pytest.mark.slow
+def test_a_notebook_out_of_step_with_its_source_stops_the_build_by_name(tmp_path):
+    """A code cell changed in the MyST source but not in its notebook: the build refuses
+    to render the old outputs and names the chapter and the command that refreshes it."""
+    repo = fresh_copy(tmp_path / "repo")
+    source = repo / "book" / "02_squash.md"
+    line = 'if "google.colab" in sys.modules:'
+    source.write_text(source.read_text().replace(line, line + "  # changed", 1))
+    html_folder, result = build_book(tmp_path)
+    said = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "02_squash.ipynb was not made from the current 02_squash.md" in said, said[-3000:]
+    assert "python tools/refresh_notebooks.py 02" in said
+    assert not (html_folder / "02_squash.html").exists()
 
 
 def _displayed_code(stem: str) -> str:

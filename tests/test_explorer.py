@@ -1,25 +1,18 @@
-"""The explorer's data (book/_ext/explorer_data.py): the shipped decoder's exact float16
-weights, images and capsules that come back from their base64 form, and a data file that
-is plain JSON. (The page itself: tests/test_browser.py.)"""
+"""The explorer's data (capsbook.explorer): the shipped decoder's exact float16 weights,
+images and capsules that come back from their base64 form, and a data file and a page
+output that hold plain JSON. (The page itself: tests/test_browser.py.)"""
 
 import base64
 import json
-import sys
 import zlib
 
 import numpy as np
 import pytest
 import torch
 
+from capsbook.explorer import FORMAT, digits_html, weights_payload, weights_script
 from capsnotes import CapsNet, CapsNetConfig
 from capsnotes.data import ImageSet
-from tests.conftest import REPO
-
-# the book's build finds the module the same way: Sphinx puts book/_ext on sys.path
-sys.path.insert(0, str(REPO / "book" / "_ext"))
-from explorer_data import FORMAT, data_script, explorer_payload  # noqa: E402
-
-PREFIX = "window.CAPSNOTES_EXPLORER_DATA = "
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +24,8 @@ def made():
     generator = torch.Generator().manual_seed(0)
     images = torch.randint(0, 256, (40, 1, 28, 28), generator=generator, dtype=torch.uint8)
     data = ImageSet(images, torch.arange(40) % 10, tuple("0123456789"))
-    return model, data, explorer_payload(model, data, per_class=1, wrong=2)
+    digits = digits_html(model, data, per_class=1, wrong=2).payload
+    return model, data, weights_payload(model) | digits
 
 
 def test_the_payload_carries_the_exact_float16_decoder(made):
@@ -68,9 +62,16 @@ def test_the_digits_images_and_capsules_come_back_exactly(made):
     assert payload["offsets"][0] == -0.25 and payload["offsets"][-1] == 0.25
 
 
-def test_the_data_file_is_one_assignment_of_plain_json(made):
-    _, _, payload = made
-    text = data_script(payload)
-    assert text.startswith(PREFIX) and text.endswith(";\n")
+def test_the_data_file_and_the_page_output_each_assign_plain_json(made):
+    model, data, payload = made
+    text = weights_script(model)
+    prefix = "window.CAPSNOTES_EXPLORER_DATA = "
+    assert text.startswith(prefix) and text.endswith(";\n")
     assert text.isascii() and "\n" not in text[:-1]
-    assert json.loads(text[len(PREFIX) : -2]) == payload
+    assert json.loads(text[len(prefix) : -2]) == weights_payload(model)
+    output = digits_html(model, data, per_class=1, wrong=2)
+    page = output._repr_html_()
+    prefix = "<script>window.CAPSNOTES_EXPLORER_DIGITS = "
+    assert page.startswith(prefix) and page.endswith(";</script>")
+    assert json.loads(page[len(prefix) : -len(";</script>")]) == output.payload
+    assert repr(output) == f"explorer data: {len(output.payload['digits'])} test digits"

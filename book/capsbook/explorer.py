@@ -40,8 +40,15 @@ from capsnotes.evaluation import evaluate
 from capsnotes.model import CapsNet
 from capsnotes.version import __version__
 
-__all__ = ["DATA_FILE", "FORMAT", "OFFSETS", "digits_html", "digits_payload", "weights_payload",
-           "weights_script"]
+__all__ = [
+    "DATA_FILE",
+    "FORMAT",
+    "OFFSETS",
+    "digits_html",
+    "digits_payload",
+    "weights_payload",
+    "weights_script",
+]
 
 #: The file the page loads from ``_static/``.
 DATA_FILE = "capsnotes-explorer-data.js"
