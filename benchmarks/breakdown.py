@@ -16,7 +16,9 @@ stamp costs, a measure of how much the uninstrumented step overlaps launches and
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import os
 import statistics
 import sys
 import time
@@ -24,13 +26,13 @@ from collections import defaultdict
 
 import torch
 
-from capsnotes import CapsNet, TrainConfig
-from capsnotes.allocator import allocator_setting
-from capsnotes.data import batches, data_root, load_dataset
-from capsnotes.devices import device_name, resolve_device
-from capsnotes.flops import training_flops_per_image
-from capsnotes.run import build_run
+from capsbook.analysis import training_flops
+from capsnotes import CapsNet
+from capsnotes.config import TrainConfig, build_model
+from capsnotes.data import data_root, load_dataset
+from capsnotes.fast.precision import device_name, resolve_device
 from capsnotes.step import TrainingStep
+from capsnotes.train import build_run
 
 #: timeline segment → the part of the model it is charged to
 PARTS = {
@@ -46,6 +48,22 @@ PARTS = {
     "decoder backward": "decoder + losses",
     "optimizer": "optimizer",
 }
+
+
+def allocator_setting() -> str:
+    """The glibc malloc tunables this process was started with (``GLIBC_TUNABLES``), for
+    the records: on some CPUs they change how fast a CPU step runs (the README)."""
+    return os.environ.get("GLIBC_TUNABLES") or "glibc defaults"
+
+
+@functools.cache
+def flops_per_image(config: TrainConfig) -> int:
+    """One training step's floating-point operations per image of ``config``'s model, as
+    torch's FlopCounterMode counts them (capsbook.analysis.training_flops)."""
+    model = build_model(config)
+    side, channels = config.model.image_size, config.model.in_channels
+    batch = (torch.rand(2, channels, side, side), torch.tensor([0, 1]))
+    return training_flops(model, batch, config.objective)["total"]
 
 
 class Timeline:
@@ -89,28 +107,30 @@ def breakdown(device: torch.device, batch_size: int, repeats: int, root=None) ->
     # :func:`capsnotes.step.training_step`, with stamps where the loss is computed and
     # where the optimizer starts; only the CUDA graph is left out, since its replay
     # cannot be divided.
-    sample = next(batches(data, batch_size)) if device.type == "cpu" else None
+    sample = next(data.batches(batch_size)) if device.type == "cpu" else None
     run = build_run(config, device, sample=sample, graphed=False)
     trainer_step = run.step
     timeline = Timeline(device)
     instrument(run.model, timeline)
 
-    def stamped_objective(output, images, labels):  # noqa: ANN001, ANN202
+    def stamped_objective(output, *batch):  # noqa: ANN001, ANN002, ANN202
         timeline.stamp("losses")
-        return config.loss(output, images, labels)
+        return config.objective(output, *batch)
 
     run.optimizer.register_step_pre_hook(lambda *_: timeline.stamp("optimizer"))
     measured = TrainingStep(
-        run.model, run.optimizer, stamped_objective, trainer_step.precision, run.average
+        run.model,
+        run.optimizer,
+        stamped_objective,
+        trainer_step.precision,
+        trainer_step.scaler,
+        run.average,
     )
     generator = torch.Generator(device=device).manual_seed(0)
 
     def step() -> None:
         timeline.stamp("data")
-        images, labels = next(
-            batches(data, batch_size, shuffle=True, max_shift=2, generator=generator)
-        )
-        measured(images, labels)
+        measured(next(data.batches(batch_size, shuffle=True, max_shift=2, generator=generator)))
         timeline.stamp("end")
 
     def timed(instrumented: bool) -> float:
@@ -160,7 +180,7 @@ def print_breakdown(result: dict) -> None:
     total = sum(result["parts_seconds"].values())
     for name, seconds in sorted(result["parts_seconds"].items(), key=lambda kv: -kv[1]):
         print(f"  {name:34s} {1000 * seconds:8.1f} ms  {seconds / total:6.1%}")
-    flops = training_flops_per_image() * batch
+    flops = flops_per_image(TrainConfig()) * batch
     print(f"  arithmetic rate: {flops / step / 1e12:.3f} TFLOP/s")
 
 

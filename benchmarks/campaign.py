@@ -11,9 +11,9 @@ resumes from its own checkpoint too):
 * ``paper`` — the ``paper`` profile over several seeds, with and without a moving
   average of the weights; the better variant's best run is shipped into ``OUT/weights``
   when it beats the model that ships with the package.
-* ``multimnist`` — two overlapping digits (:mod:`capsnotes.multimnist`), trained with
-  fresh pairs every epoch and tested on one pair per test digit; the model is shipped
-  into ``OUT/weights``.
+* ``multimnist`` — two overlapping digits (:mod:`capsnotes.multimnist`), trained by the
+  same trainer with fresh pairs every epoch and tested on one pair per test digit; the
+  model is shipped into ``OUT/weights``.
 * ``affine40`` — trained on MNIST placed at random on a 40×40 canvas, tested on
   affine-warped digits on that canvas (:mod:`capsnotes.affine`), CapsNet against the
   paper's baseline CNN.
@@ -25,6 +25,9 @@ Two scales (``--scale``): ``full``, the paper's model and data for a GPU, and ``
 ``table1`` and ``multimnist`` narrowed to fit the 2-core CPU that builds the book (the
 reasons are in :data:`SCALES`). ``--smoke`` runs the chosen scale's stages on tiny
 subsets with tiny models, in a minute or two on any machine (the tests run it).
+
+The campaign orders runs and writes records; every run is trained by
+:func:`capsnotes.train.train`.
 """
 
 from __future__ import annotations
@@ -43,32 +46,17 @@ from typing import Any
 
 import torch
 
+from capsbook.analysis import routing_statistics
 from capsnotes.affine import AffineParameters, AffineRanges, accuracy, random_affine_parameters
-from capsnotes.allocator import restart_retaining_freed_memory
-from capsnotes.analysis import routing_statistics
-from capsnotes.checkpoint import load_checkpoint, load_model_state, save_checkpoint
-from capsnotes.config import TrainConfig, profile
+from capsnotes.checkpoint import load_checkpoint, load_model_state
+from capsnotes.config import TEST_PAIRS_SEED, TrainConfig, build_model, profile
 from capsnotes.data import data_root, load_dataset
-from capsnotes.devices import device_name, resolve_device
+from capsnotes.fast.precision import device_name, resolve_device
 from capsnotes.files import write_json
-from capsnotes.history import RunHistory
-from capsnotes.multimnist import (
-    CANVAS,
-    MAX_SHIFT,
-    DigitPairs,
-    evaluate_pairs,
-    make_pairs,
-    pair_loss,
-)
-from capsnotes.pretrained import load_pretrained, save_pretrained
-from capsnotes.run import build_model, build_run
-from capsnotes.step import training_step
-from capsnotes.train import (
-    checkpoint_to_resume,
-    epoch_seed,
-    implementation_to_keep,
-    train,
-)
+from capsnotes.multimnist import CANVAS, MAX_SHIFT
+from capsnotes.pretrained import load_pretrained
+from capsnotes.train import train
+from tools.ship_pretrained import save_pretrained
 
 STAGES = ("table1", "paper", "multimnist", "affine40", "fashion", "speed")
 
@@ -81,9 +69,6 @@ PAPER_TABLE1 = {
     "r=3, no reconstruction": {"mnist": 0.35, "mnist_std": 0.036},
     "r=3, reconstruction": {"mnist": 0.25, "mnist_std": 0.005, "multimnist": 5.2},
 }
-
-#: seed of the MultiMNIST test pairs (one per test digit)
-TEST_PAIRS_SEED = 1
 
 
 @dataclass(frozen=True)
@@ -309,7 +294,7 @@ def _table1(c: Campaign) -> dict[str, Any]:
                 **(c.budget.table1_run | row["changes"]),
             )
             tested = test_set.subset(config.test_size, seed=0)  # as the trainer tests
-            row["model_config"] = config.model.to_dict()
+            row["model_config"] = dataclasses.asdict(config.model)
             slug = row["key"].replace(", ", "-").replace("=", "").replace(" ", "-")
             folder = f"table1/{slug}-seed{seed}"
             history = c.train(config, folder)
@@ -346,133 +331,27 @@ def _table1(c: Campaign) -> dict[str, Any]:
     }
 
 
-def train_pairs(
-    config: TrainConfig,
-    out_dir: Path,
-    *,
-    device: torch.device,
-    data_root: str | Path | None = None,
-    provenance: dict[str, Any] | None = None,
-    progress: bool = False,
-) -> dict[str, Any]:
-    """Train a :class:`~capsnotes.multimnist.PairedCapsNet` (``config.architecture`` is
-    ``"capsnet-pairs"``) on MultiMNIST, saving into ``out_dir`` after every epoch and
-    resuming from there, as :func:`capsnotes.train.train` does for one digit.
-
-    Every epoch draws ``config.train_size`` fresh pairs from the training digits (seeded
-    by the run's seed and the epoch, so that a resumed run sees the same pairs); the test
-    pairs are fixed: one per test digit (or ``config.test_size`` of them). The step is
-    :func:`capsnotes.step.training_step` with :func:`~capsnotes.multimnist.pair_loss`.
-    Returns the run's history; ``test_accuracy`` is the fraction of test pairs with both
-    digits right.
-    """
-    started = time.perf_counter()
-    checkpoint_path = out_dir / "checkpoint.safetensors"
-    previous = checkpoint_to_resume(checkpoint_path, config)
-    digits = load_dataset(config.dataset, True, data_root)
-    test_digits = load_dataset(config.dataset, False, data_root)
-    test = make_pairs(test_digits, config.test_size, TEST_PAIRS_SEED)
-    test = test.to(device)
-    done = 0 if previous is None else len(previous.metadata["history"]["epochs"])
-
-    def epoch_pairs(epoch: int) -> DigitPairs:
-        seed = epoch_seed(config.seed, epoch)
-        return make_pairs(digits, config.train_size, seed, CANVAS, config.max_shift).to(device)
-
-    implementation = implementation_to_keep(previous, device)
-    sample = None
-    if implementation is None and done < config.epochs:
-        images, _, labels = next(epoch_pairs(1).batches(config.batch_size))
-        sample = (images, labels[:, 0])  # one digit's label: the timing needs a batch
-    run = build_run(config, device, sample=sample, implementation=implementation)
-    history = RunHistory.start(config, device, provenance)
-    if previous is not None:
-        run.load(previous)
-        history = RunHistory.resume(previous.metadata["history"], config)
-    precision = run.step.precision
-    details = {"provenance": provenance or {}, **run.details}
-    for epoch in range(done + 1, config.epochs + 1):
-        run.model.train()
-        generator = torch.Generator(device=device).manual_seed(epoch_seed(config.seed, epoch))
-        epoch_started = time.perf_counter()
-        terms: list[torch.Tensor] = []
-        pairs = epoch_pairs(epoch)
-        for images, parts, labels in pairs.batches(config.batch_size, generator):
-
-            def objective(output, _images, labels, parts=parts):  # noqa: ANN001, ANN202
-                return pair_loss(output, parts, labels, config.reconstruction_weight)
-
-            stats = training_step(
-                run.model, run.optimizer, objective, images, labels, precision=precision
-            )
-            terms.append(torch.stack([stats["margin_loss"], stats["reconstruction_loss"]]))
-        seconds = time.perf_counter() - epoch_started
-        margin, reconstruction = torch.stack(terms).T.tolist()
-        learning_rate = run.learning_rate
-        run.scheduler.step()
-        scores = evaluate_pairs(run.model, test, reconstruction_weight=config.reconstruction_weight)
-        record = {
-            "epoch": epoch,
-            "learning_rate": learning_rate,
-            "margin_loss": statistics.fmean(margin),
-            "reconstruction_loss": statistics.fmean(reconstruction),
-            "seconds": seconds,
-            "images_per_second": len(pairs) / seconds,
-            "test_accuracy": 1 - scores["error"],
-            "test_error": scores["error"],
-            "test_count": scores["count"],
-            "test_margin_loss": scores["margin_loss"],
-            "test_reconstruction_loss": scores["reconstruction_loss"],
-            "step_margin_loss": margin,
-            "step_reconstruction_loss": reconstruction,
-        }
-        history.add_epoch(record, time.perf_counter() - started, details)
-        metadata = {"train_config": config.to_dict(), "epoch": epoch, "history": history.record}
-        save_checkpoint(checkpoint_path, metadata=metadata, **run.state())
-        write_json(out_dir / "history.json", history.record)
-        if progress:
-            print(f"multimnist epoch {epoch}: test error {scores['error']:.4f}", flush=True)
-    return history.record
-
-
 def _multimnist(c: Campaign) -> dict[str, Any]:
     config = c.config(
-        "paper",
+        "multimnist",
         c.budget.multimnist_capsnet | {"image_size": CANVAS},
-        architecture="capsnet-pairs",
         max_shift=MAX_SHIFT,
         **({"test_size": None} | c.budget.multimnist_run),
     )
     # the test pairs are the budget's, whatever the overrides say of test digits
     config = dataclasses.replace(config, test_size=c.budget.multimnist_test)
-    folder = c.runs / "multimnist"
-    history = train_pairs(
-        config,
-        folder,
-        device=c.device,
-        data_root=c.data_root,
-        provenance={"command": c.command, "campaign_run": "multimnist"},
-        progress=c.progress,
-    )
-    test = make_pairs(
-        load_dataset("mnist", False, c.data_root), c.budget.multimnist_test, TEST_PAIRS_SEED
-    )
-
-    def score(model: torch.nn.Module) -> dict[str, Any]:
-        scores = evaluate_pairs(model.to(c.device), test)
-        return {"accuracy": 1 - scores["error"], "count": scores["count"]}
-
+    history = c.train(config, "multimnist")
     ship = save_pretrained(
-        folder,
+        c.runs / "multimnist",
         "multimnist",
         folder=c.out / "weights",
+        data_root=c.data_root,
         tolerance=c.budget.ship_tolerance,
-        score=score,
     )["shipped"]
     return {
-        "test_error": history["epochs"][-1]["test_error"],
+        "test_error": 1 - history["epochs"][-1]["test_accuracy"],
         "test_count": history["epochs"][-1]["test_count"],
-        "test_error_per_epoch": [e["test_error"] for e in history["epochs"]],
+        "test_error_per_epoch": [1 - e["test_accuracy"] for e in history["epochs"]],
         "paper_test_error_percent": {
             "capsnet": PAPER_TABLE1["r=3, reconstruction"]["multimnist"],
             "baseline": PAPER_TABLE1["baseline"]["multimnist"],
@@ -722,7 +601,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         stages_to_run(args.scale, args.stages)
-        restart_retaining_freed_memory("benchmarks.campaign", argv)  # once the stages are known
         records = run_campaign(
             args.out,
             args.stages,

@@ -10,7 +10,7 @@ Adam. Rounds alternate between them, and the median of the rounds is reported:
 
 * baseline  — benchmarks/baseline.py fed by a torchvision DataLoader (ToTensor per
               image), float32, eager, NCHW convolutions, einsum routing.
-* capsnotes — the run the trainer builds (capsnotes.run.build_run) on whole-tensor
+* capsnotes — the run the trainer builds (capsnotes.train.build_run) on whole-tensor
               batches (capsnotes.data): fused routing and fused Adam; on a CPU the
               convolutions chosen by timing them; on CUDA bf16 autocast and a CUDA
               graph of the step.
@@ -20,10 +20,9 @@ paths one at a time: on a CPU added one after another, on a GPU each left out of
 trainer's path in turn (and two techniques it does not use, channels-last memory and
 cuDNN autotuning, added to it), then larger batches (--larger-batches). --compile adds
 torch.compile'd rows, without and with the CUDA graph, and records the compilation time.
-Every row runs in the same process, so every row has the same
-allocator setting: on glibc Linux the command restarts itself with the malloc tunables
-the trainer's command line uses (capsnotes/allocator.py) unless --allocator default is
-given, and the record says which. The command then measures the device's
+Every row runs in the same process, so every row has the same allocator settings (the
+record keeps the GLIBC_TUNABLES the process was started with). The command then
+measures the device's
 matrix-multiply rate, reports the achieved arithmetic rate against it, and breaks a
 capsnotes step down by part (benchmarks/breakdown.py).
 
@@ -48,16 +47,13 @@ from pathlib import Path
 import torch
 
 from benchmarks.baseline import BaselineCapsNet, baseline_loss
-from benchmarks.breakdown import breakdown, print_breakdown
-from capsnotes.allocator import allocator_setting, restart_retaining_freed_memory
+from benchmarks.breakdown import allocator_setting, breakdown, flops_per_image, print_breakdown
 from capsnotes.config import TrainConfig, profile
-from capsnotes.data import batches, data_root, load_dataset
-from capsnotes.devices import device_name, resolve_device
-from capsnotes.flops import training_flops_per_image
-from capsnotes.graphs import GraphedStep
-from capsnotes.run import build_run
+from capsnotes.data import data_root, load_dataset
+from capsnotes.fast.graphs import GraphedStep
+from capsnotes.fast.precision import device_name, resolve_device
 from capsnotes.step import TrainingStep
-from capsnotes.train import train
+from capsnotes.train import build_run, train
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -137,7 +133,7 @@ def capsnotes_stepper(
     notes: dict | None = None,
 ) -> Callable[[int], None]:
     """capsnotes as its trainer runs it on this device: the run of
-    :func:`capsnotes.run.build_run`, one training step at a time. The keywords switch one
+    :func:`capsnotes.train.build_run`, one training step at a time. The keywords switch one
     technique on or off for the ablation rows (those named for CUDA do nothing on a CPU):
     bf16 autocast, the fused routing backward, on a CPU ``convolutions`` ``"native"`` or
     ``"matmul"`` and ``precision`` ``"float32"`` or ``"bfloat16"`` instead of the
@@ -155,7 +151,7 @@ def capsnotes_stepper(
         implementation["convolution"] = convolutions
     if not on_gpu and precision != "trainer":
         implementation["precision"] = precision
-    sample = next(batches(data, batch_size)) if not on_gpu and convolutions == "trainer" else None
+    sample = next(data.batches(batch_size)) if not on_gpu and convolutions == "trainer" else None
     graphed = graphed and on_gpu
     run = build_run(
         config,
@@ -175,25 +171,29 @@ def capsnotes_stepper(
         run.model.to(memory_format=torch.channels_last)
     step = run.step
     if compiled:  # the same step, with the compiled model in it
-        eager = run.step if isinstance(run.step, TrainingStep) else run.step.step
         step = TrainingStep(
-            torch.compile(run.model), run.optimizer, config.loss, eager.precision, run.average
+            torch.compile(run.model),
+            run.optimizer,
+            config.objective,
+            run.step.precision,
+            run.step.scaler,
+            run.average,
         )
         if graphed:
             step = GraphedStep(step)
     generator = torch.Generator(device=device).manual_seed(0)
-    stream = endless(
-        lambda: batches(
-            data, batch_size, shuffle=True, max_shift=2, generator=generator, drop_last=True
-        )
-    )
+
+    def epoch() -> Iterator:  # whole batches only: a graph replays one batch size
+        shuffled = data.batches(batch_size, shuffle=True, max_shift=2, generator=generator)
+        return (batch for batch in shuffled if len(batch[0]) == batch_size)
+
+    stream = endless(epoch)
 
     def run_steps(steps: int) -> None:
         started = time.perf_counter()
         with cudnn_autotuning(on_gpu and cudnn_autotune):
             for _ in range(steps):
-                images, labels = next(stream)
-                step(images, labels)
+                step(next(stream))
             synchronize(device)
         if compiled and notes is not None and "compile_seconds" not in notes:
             notes["compile_seconds"] = time.perf_counter() - started  # the first call compiles
@@ -402,16 +402,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--train", metavar="PROFILE", help="also run capsnotes.train with PROFILE")
     parser.add_argument("--record", metavar="NAME", help="write benchmarks/results/NAME.json")
-    parser.add_argument(
-        "--allocator",
-        choices=["retaining", "default"],
-        default="retaining",
-        help="retaining (default): restart with glibc keeping large freed blocks, as the "
-        "trainer's command line does; default: glibc's defaults. Every row gets the same.",
-    )
     args = parser.parse_args(argv)
-    if args.allocator == "retaining":
-        restart_retaining_freed_memory("benchmarks.compare", sys.argv[1:] if argv is None else argv)
 
     device = resolve_device(args.device)
     on_gpu = device.type == "cuda"
@@ -444,7 +435,7 @@ def main(argv: list[str] | None = None) -> int:
     peak = matmul_peak(device)
     peak_bf16 = matmul_peak(device, torch.bfloat16) if not on_gpu else peak
     parts = breakdown(device, batch_size, repeats=50 if device.type == "cuda" else 5, root=root)
-    flops = training_flops_per_image()
+    flops = flops_per_image(profile("paper"))
     achieved = flops * rows["capsnotes"]["images_per_second"] / 1e12
     print(
         f"\n{flops / 1e9:.3f} GFLOP per training image: {achieved:.3f} TFLOP/s achieved, "

@@ -25,10 +25,10 @@ from typing import Any
 
 import torch
 
+from benchmarks.breakdown import allocator_setting
 from benchmarks.compare import RESULTS, cpu_details
-from capsnotes.allocator import allocator_setting, restart_retaining_freed_memory
 from capsnotes.config import profile
-from capsnotes.devices import device_name
+from capsnotes.fast.precision import device_name
 from capsnotes.files import write_json
 from capsnotes.train import train
 
@@ -79,7 +79,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--protocols", nargs="+", default=list(PROTOCOLS), choices=PROTOCOLS)
     parser.add_argument("--data-root", default=None)
     args = parser.parse_args(argv)
-    restart_retaining_freed_memory("benchmarks.precision", argv)
     command = "python -m benchmarks.precision " + shlex.join(argv)
     results: dict[str, Any] = {}
     for protocol in args.protocols:

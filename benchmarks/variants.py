@@ -16,6 +16,7 @@ training chapter: batches, :func:`capsnotes.step.training_step`, a test after tr
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import shlex
 import statistics
@@ -29,8 +30,8 @@ import torch
 
 from benchmarks.compare import cpu_details
 from capsnotes import CapsNet, CapsNetConfig, capsnet_loss
-from capsnotes.data import batches, load_dataset
-from capsnotes.devices import device_name
+from capsnotes.data import load_dataset
+from capsnotes.fast.precision import device_name
 from capsnotes.files import write_json
 from capsnotes.mistakes import mean_reconstruction_loss, unsquared_margin_loss
 from capsnotes.step import training_step
@@ -50,7 +51,7 @@ def test_scores(model: CapsNet, test_set: Any) -> dict[str, float]:
     summed squared error of the reconstruction from the true class's capsule."""
     model.eval()
     wrong, present, absent, errors = 0, [], [], []
-    for images, labels in batches(test_set, 500):
+    for images, labels in test_set.batches(500):
         output = model(images, labels)  # the decoder sees the true class's capsule
         wrong += (output.predictions != labels).sum().item()
         truth = torch.nn.functional.one_hot(labels, 10).bool()
@@ -75,10 +76,8 @@ def train_variant(
     objective = functools.partial(capsnet_loss, **objective_terms)
     for epoch in range(1, epochs + 1):
         generator = torch.Generator().manual_seed(1000 * seed + epoch)  # the same batches
-        for images, labels in batches(
-            data, batch_size, shuffle=True, max_shift=2, generator=generator
-        ):
-            training_step(model, optimizer, objective, images, labels)
+        for batch in data.batches(batch_size, shuffle=True, max_shift=2, generator=generator):
+            training_step(model, optimizer, objective, batch)
         schedule.step()
     return model
 
@@ -127,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         "torch": torch.__version__,
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "command": "python -m benchmarks.variants " + shlex.join(argv),
-        "model": MODEL.to_dict(),
+        "model": dataclasses.asdict(MODEL),
         "protocol": {
             "train_size": args.train_size,
             "epochs": args.epochs,

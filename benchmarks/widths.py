@@ -5,10 +5,11 @@ that chose the campaign's CPU scale (``benchmarks/campaign.py``).
 
 For each candidate — the first convolution's channels and the primary capsule types, on
 28×28 MNIST digits (r = 1 and r = 3) and on the 36×36 MultiMNIST canvas, and the CPU
-baseline CNN — the run the trainer would build (:func:`capsnotes.run.build_run`, its
+baseline CNN — the run the trainer would build (:func:`capsnotes.train.build_run`, its
 implementation and precision chosen by timing) trains a few batches of 128 real images,
 after warm-up; the median of the rounds gives images per second, and the FLOP count of
-the model (:func:`capsnotes.flops.training_flops_per_image`) the arithmetic per image.
+the model (``FlopCounterMode``, :func:`capsbook.analysis.training_flops`) the arithmetic
+per image.
 """
 
 from __future__ import annotations
@@ -22,14 +23,13 @@ from datetime import datetime, timezone
 
 import torch
 
+from benchmarks.breakdown import allocator_setting, flops_per_image
 from benchmarks.compare import RESULTS, cpu_details
-from capsnotes.allocator import allocator_setting, restart_retaining_freed_memory
 from capsnotes.config import profile
-from capsnotes.data import batches, load_dataset
-from capsnotes.devices import device_name
+from capsnotes.data import load_dataset
+from capsnotes.fast.precision import device_name
 from capsnotes.files import write_json
-from capsnotes.flops import training_flops_per_image
-from capsnotes.run import build_run
+from capsnotes.train import build_run
 
 #: name → (profile, model fields)
 CANDIDATES = {
@@ -62,15 +62,15 @@ def images_per_second(name: str, model: dict, data, steps: int, rounds: int) -> 
     canvas = config.model.image_size
     images = data.padded(canvas) if canvas != 28 else data
     generator = torch.Generator().manual_seed(0)
-    stream = batches(images, 128, shuffle=True, max_shift=2, generator=generator, drop_last=True)
+    stream = images.batches(128, shuffle=True, max_shift=2, generator=generator)
     run = build_run(config, "cpu", sample=next(stream))
     for _ in range(2):
-        run.step(*next(stream))
+        run.step(next(stream))
     times = []
     for _ in range(rounds):
         started = time.perf_counter()
         for _ in range(steps):
-            run.step(*next(stream))
+            run.step(next(stream))
         times.append((time.perf_counter() - started) / steps)
     per_step = statistics.median(times)
     result = {
@@ -79,7 +79,7 @@ def images_per_second(name: str, model: dict, data, steps: int, rounds: int) -> 
         "implementation": {k: v for k, v in run.details.items() if k != "step_seconds"},
     }
     if config.architecture == "capsnet":
-        result["training_gflop_per_image"] = training_flops_per_image(config.model) / 1e9
+        result["training_gflop_per_image"] = flops_per_image(config) / 1e9
     return result
 
 
@@ -91,7 +91,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--data-root", default=None)
     args = parser.parse_args(argv)
-    restart_retaining_freed_memory("benchmarks.widths", argv)
     data = load_dataset("mnist", True, args.data_root).subset(4096, seed=0)
     rows = {}
     for label, (name, model) in CANDIDATES.items():

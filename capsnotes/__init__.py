@@ -1,24 +1,23 @@
 """capsnotes: Capsule Networks (Sabour, Frosst & Hinton, 2017), built to be read.
 
-The public API the book and the tests use::
+The paper, importable from here::
 
-    squash, dynamic_routing, margin_loss, reconstruction_loss, capsnet_loss,
-    CapsNet, CapsNetConfig, CapsNetOutput, PrimaryCapsules, DigitCapsules, Decoder,
-    TrainConfig, evaluate (training itself: capsnotes.train.train),
-    load_pretrained (the book's trained models, shipped with the package)
+    squash, dynamic_routing, PrimaryCapsules, DigitCapsules, Decoder, mask_capsules,
+    margin_loss, reconstruction_loss, capsnet_loss, CapsNet, CapsNetConfig
+
+Training, data and the shipped models are modules of their own, imported when used:
+``capsnotes.data``, ``capsnotes.config``, ``capsnotes.train``, ``capsnotes.evaluation``,
+``capsnotes.pretrained``; how the same math runs fast is ``capsnotes.fast``.
 """
 
-from .config import TrainConfig
+from .capsules import DigitCapsules, PrimaryCapsules
 from .decoder import Decoder, mask_capsules
-from .digit_capsules import DigitCapsules
-from .evaluation import evaluate
 from .losses import capsnet_loss, margin_loss, reconstruction_loss
 from .model import CapsNet, CapsNetConfig, CapsNetOutput
-from .pretrained import load_pretrained
-from .primary_capsules import PrimaryCapsules
 from .routing import DynamicRouting, dynamic_routing
 from .squash import Squash, squash
-from .version import __version__
+
+__version__ = "0.3.0"
 
 __all__ = [
     "CapsNet",
@@ -29,12 +28,9 @@ __all__ = [
     "DynamicRouting",
     "PrimaryCapsules",
     "Squash",
-    "TrainConfig",
     "__version__",
     "capsnet_loss",
     "dynamic_routing",
-    "evaluate",
-    "load_pretrained",
     "margin_loss",
     "mask_capsules",
     "reconstruction_loss",

@@ -27,21 +27,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .checks import check_float_tensor, check_positive_int, check_range
-from .data import ImageSet, batches
-from .devices import device_name
-
-__all__ = [
-    "AFFNIST_RANGES",
-    "AffineParameters",
-    "AffineRanges",
-    "accuracy",
-    "affine_matrices",
-    "one_factor",
-    "random_affine_parameters",
-    "robustness",
-    "warp",
-]
+from . import checks
+from .data import ImageSet
 
 
 @dataclass(frozen=True)
@@ -54,10 +41,14 @@ class AffineRanges:
     translation_pixels: float = 2.0  #: uniform in ± along each axis
 
     def __post_init__(self) -> None:
-        check_range("rotation_degrees", self.rotation_degrees, 0, 180)
-        check_range("shear", self.shear, 0, 1, high_open=True)
-        check_range("scale", self.scale, 1, 4)
-        check_range("translation_pixels", self.translation_pixels, 0, 14)
+        for name, interval, valid in (
+            ("rotation_degrees", "[0, 180]", lambda x: 0 <= x <= 180),
+            ("shear", "[0, 1)", lambda x: 0 <= x < 1),
+            ("scale", "[1, 4]", lambda x: 1 <= x <= 4),
+            ("translation_pixels", "[0, 14]", lambda x: 0 <= x <= 14),
+        ):
+            if not valid(getattr(self, name)):
+                raise ValueError(f"{name} must lie in {interval}, got {getattr(self, name)}")
 
 
 #: TensorFlow Federated's approximation of affNIST's distribution, with the translation
@@ -95,7 +86,7 @@ def random_affine_parameters(
     count: int, ranges: AffineRanges = AFFNIST_RANGES, seed: int = 0
 ) -> AffineParameters:
     """``count`` transformations drawn from ``ranges`` with a generator seeded by ``seed``."""
-    check_positive_int("count", count)
+    checks.integer("count", count, minimum=1)
     generator = torch.Generator().manual_seed(seed)
 
     def uniform(bound: float) -> Tensor:
@@ -132,7 +123,7 @@ def affine_matrices(parameters: AffineParameters) -> Tensor:
 def warp(images: Tensor, parameters: AffineParameters) -> Tensor:
     """Apply one transformation per image: ``images`` ``[N, C, H, W]`` (square, floats in
     ``[0, 1]``) → the same shape, bilinear, zeros outside the original canvas."""
-    check_float_tensor("images", images, "[N, C, H, W] (square)", dims=4)
+    checks.float_tensor("images", images, "[N, C, H, W] (square)", shape=(None,) * 4)
     count, _, height, width = images.shape
     if height != width or len(parameters) != count:
         raise ValueError(
@@ -159,7 +150,7 @@ def predictions(
     model.eval()
     found = []
     for start, (images, _) in zip(
-        range(0, len(data), batch_size), batches(data.to(device), batch_size), strict=True
+        range(0, len(data), batch_size), data.to(device).batches(batch_size)
     ):
         part = _slice(parameters, start, start + images.shape[0])
         found.append(model(warp(images, part)).predictions.cpu())
@@ -219,7 +210,6 @@ def robustness(
         "seed": seed,
         "count": len(data),
         "sweep_count": len(swept),
-        "device": device_name(next(next(iter(models.values())).parameters()).device),
         "models": {},
     }
     for name, model in models.items():

@@ -1,4 +1,4 @@
-"""What a training run is made of: :class:`TrainConfig` and the predefined profiles.
+"""What a training run is: :class:`TrainConfig`, the models it can name, and the profiles.
 
 Every field carries its documentation, from which the command line builds its options
 (``python -m capsnotes train --help``), and every field is checked when a configuration
@@ -6,10 +6,12 @@ is made, so a bad value fails before anything is loaded or trained.
 
 Profiles:
 
-* ``quick`` — a 2-core CPU: real MNIST, a subset, a few minutes at most.
-* ``paper`` — a GPU: all 60,000 training images with the paper's shift augmentation.
+* ``quick`` — a 2-core CPU: real MNIST, a subset, about a minute.
+* ``paper`` — the paper's setting: all 60,000 training images with shifts, 100 epochs.
 * ``cnn`` — the CPU-sized baseline CNN of :mod:`capsnotes.convnet` on all of MNIST.
-* ``paper-cnn`` — the paper's 35.4M-parameter baseline CNN (a GPU).
+* ``paper-cnn`` — the paper's 35.4M-parameter baseline CNN.
+* ``multimnist`` — two overlapping digits (:mod:`capsnotes.multimnist`) at the width a
+  2-core CPU trains in hours.
 """
 
 from __future__ import annotations
@@ -19,171 +21,144 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
-from torch import Tensor, nn
+from torch import nn
 
-from .checks import (
-    check_choice,
-    check_int,
-    check_positive_int,
-    check_positive_number,
-    check_range,
-    dataclass_from_dict,
-)
+from . import checks
 from .convnet import ConvNet, ConvNetConfig, convnet_loss
-from .data import DATASETS
+from .data import DATASETS, load_dataset
 from .losses import Loss, capsnet_loss
 from .model import CapsNet, CapsNetConfig
-from .multimnist import PairedCapsNet
+from .multimnist import FreshPairs, PairedCapsNet, make_pairs, pair_loss
 
-__all__ = [
-    "ARCHITECTURES",
-    "Architecture",
-    "PROFILES",
-    "TrainConfig",
-    "default_profile",
-    "profile",
-]
+#: the seed of the MultiMNIST test pairs (one per test digit, or ``test_size`` of them)
+TEST_PAIRS_SEED = 1
 
 
 @dataclass(frozen=True)
 class Architecture:
-    """What a run's ``architecture`` names: the configuration class of its model, the
-    model class, the objective it trains with (``loss(config, output, images, labels)``,
-    None where the objective needs more than a batch of images and labels), and which
-    implementation choices (:mod:`capsnotes.tuning`) its constructor takes."""
+    """A model a run can train: its configuration class, its class, and its objective
+    ``objective(config, output, *batch)`` for a batch ``(images, labels, ...)``."""
 
     config: type
     model: type[nn.Module]
-    loss: Callable[[TrainConfig, Any, Tensor, Tensor], Loss] | None
-    implementations: tuple[str, ...] = ()
+    objective: Callable[..., Loss]
 
 
-def _capsnet_objective(config: TrainConfig, output: Any, images: Tensor, labels: Tensor) -> Loss:
-    return capsnet_loss(output, images, labels, config.reconstruction_weight)
-
-
-def _convnet_objective(config: TrainConfig, output: Any, images: Tensor, labels: Tensor) -> Loss:
-    return convnet_loss(output, images, labels)
-
-
-#: The models a run can build, by the name the configuration uses.
+#: The models, by the name a configuration uses. ``capsnet-pairs`` reads MultiMNIST: the
+#: trainer makes pairs of the dataset's digits, and a batch carries each digit alone too.
 ARCHITECTURES: dict[str, Architecture] = {
-    "capsnet": Architecture(CapsNetConfig, CapsNet, _capsnet_objective, ("routing", "convolution")),
-    "cnn": Architecture(ConvNetConfig, ConvNet, _convnet_objective),
-    # MultiMNIST: its loss needs each digit alone (capsnotes.multimnist.pair_loss), so
-    # its runs are trained by the campaign's MultiMNIST stage, not by train()
-    "capsnet-pairs": Architecture(CapsNetConfig, PairedCapsNet, None, ("routing", "convolution")),
+    "capsnet": Architecture(
+        CapsNetConfig,
+        CapsNet,
+        lambda config, output, images, labels: capsnet_loss(
+            output, images, labels, config.reconstruction_weight
+        ),
+    ),
+    "cnn": Architecture(
+        ConvNetConfig, ConvNet, lambda config, output, *batch: convnet_loss(output, *batch)
+    ),
+    "capsnet-pairs": Architecture(
+        CapsNetConfig,
+        PairedCapsNet,
+        lambda config, output, *batch: pair_loss(output, *batch, config.reconstruction_weight),
+    ),
 }
-
-
-def _doc(text: str, **extra: Any) -> dict[str, Any]:
-    return {"help": text, **extra}
 
 
 @dataclass(frozen=True)
 class TrainConfig:
     """Everything that determines a training run (and so its results)."""
 
-    architecture: str = field(
-        default="capsnet",
-        metadata=_doc(
-            "the model: CapsNet, the baseline CNN, or CapsNet for two overlapping digits",
-            choices=tuple(ARCHITECTURES),
-        ),
-    )
-    dataset: str = field(default="mnist", metadata=_doc("the dataset", choices=tuple(DATASETS)))
-    epochs: int = field(default=1, metadata=_doc("passes over the training set"))
-    batch_size: int = field(default=128, metadata=_doc("training images per step"))
-    learning_rate: float = field(
-        default=1e-3, metadata=_doc("Adam's initial learning rate", flags=("--lr",))
-    )
-    lr_decay: float = field(
-        default=0.96, metadata=_doc("the learning rate is multiplied by this after every epoch")
-    )
-    train_size: int | None = field(
-        default=None, metadata=_doc("train on a random subset of this size (unset: all)")
-    )
-    test_size: int | None = field(
-        default=None, metadata=_doc("test on a fixed random subset of this size (unset: all)")
-    )
-    max_shift: int = field(
-        default=2, metadata=_doc("shift each training image by up to this many pixels")
-    )
-    canvas: int | None = field(
-        default=None,
-        metadata=_doc("centre the images on a black canvas of this size (unset: as they are)"),
-    )
-    seed: int = field(default=0, metadata=_doc("random seed of the weights, shuffles and shifts"))
-    reconstruction_weight: float = field(
-        default=0.0005,
-        metadata=_doc("weight of the reconstruction loss (capsnet; 0: no decoder training)"),
-    )
-    eval_batch_size: int = field(default=500, metadata=_doc("test images per batch"))
-    mixed_precision: bool = field(
-        default=True,
-        metadata=_doc(
-            "bf16 autocast on GPUs with native bf16, and on CPUs with bf16 units where "
-            "it trains a real batch faster (timed); else float32"
-        ),
-    )
-    weight_averaging: float = field(
-        default=0.0,
-        metadata=_doc(
-            "decay per step of a moving average of the weights (0: none); the average "
-            "becomes the run's model",
-            metavar="DECAY",
-        ),
-    )
-    model: CapsNetConfig | ConvNetConfig = field(
-        default_factory=CapsNetConfig, metadata=_doc("the model's sizes")
-    )
+    architecture: str = "capsnet"
+    """the model: capsnet, cnn (the baseline), or capsnet-pairs (two overlapping digits)"""
+    dataset: str = "mnist"
+    """the digits: mnist or fashion-mnist"""
+    epochs: int = 1
+    """passes over the training set"""
+    batch_size: int = 128
+    """training images per step"""
+    learning_rate: float = 1e-3
+    """Adam's initial learning rate"""
+    lr_decay: float = 0.96
+    """the learning rate is multiplied by this after every epoch"""
+    train_size: int | None = None
+    """train on a random subset of this size (unset: all; capsnet-pairs: new pairs per epoch)"""
+    test_size: int | None = None
+    """test on a fixed random subset of this size (unset: all)"""
+    max_shift: int = 2
+    """shift each training image by up to this many pixels"""
+    canvas: int | None = None
+    """centre the images on a black canvas of this size (unset: as they are)"""
+    seed: int = 0
+    """random seed of the weights, shuffles and shifts"""
+    reconstruction_weight: float = 0.0005
+    """weight of the reconstruction loss (0: the decoder does not train)"""
+    eval_batch_size: int = 500
+    """test images per batch"""
+    mixed_precision: bool = True
+    """16-bit autocast where the hardware has it: bf16 on GPUs with native bf16, float16
+    with loss scaling on older GPUs, bf16 on CPUs where it trains faster (timed)"""
+    weight_averaging: float = 0.0
+    """decay per step of a moving average of the weights, which becomes the run's model
+    (0: none)"""
+    model: CapsNetConfig | ConvNetConfig = field(default_factory=CapsNetConfig)
+    """the model's sizes"""
 
     def __post_init__(self) -> None:
-        check_choice("architecture", self.architecture, list(ARCHITECTURES))
-        check_choice("dataset", self.dataset, list(DATASETS))
+        for name, value, known in (
+            ("architecture", self.architecture, ARCHITECTURES),
+            ("dataset", self.dataset, DATASETS),
+        ):
+            if value not in known:
+                raise ValueError(f"unknown {name} {value!r}; expected one of {sorted(known)}")
         model_class = ARCHITECTURES[self.architecture].config
         if isinstance(self.model, dict):
-            object.__setattr__(self, "model", model_class.from_dict(self.model))
+            object.__setattr__(self, "model", model_class(**self.model))
         if not isinstance(self.model, model_class):
             raise TypeError(
                 f"a {self.architecture} run needs model={model_class.__name__}(...), "
                 f"got {type(self.model).__name__}"
             )
-        for name in ("epochs", "batch_size", "eval_batch_size"):
-            check_positive_int(name, getattr(self, name))
-        for name in ("train_size", "test_size"):
+        checks.positive_ints(
+            epochs=self.epochs, batch_size=self.batch_size, eval_batch_size=self.eval_batch_size
+        )
+        for name in ("train_size", "test_size", "canvas"):
             if getattr(self, name) is not None:
-                check_positive_int(name, getattr(self, name))
-        check_positive_number("learning_rate", self.learning_rate)
-        check_range("lr_decay", self.lr_decay, 0, 1, low_open=True)
-        check_int("max_shift", self.max_shift, minimum=0)
-        if self.canvas is not None:
-            check_positive_int("canvas", self.canvas)
-        check_int("seed", self.seed)
-        check_range("reconstruction_weight", self.reconstruction_weight, 0, float("inf"))
+                checks.positive_ints(**{name: getattr(self, name)})
+        checks.integer("max_shift", self.max_shift, minimum=0)
+        checks.integer("seed", self.seed)
+        for name, interval, valid in (
+            ("learning_rate", "(0, inf)", lambda x: x > 0),
+            ("lr_decay", "(0, 1]", lambda x: 0 < x <= 1),
+            ("reconstruction_weight", "[0, inf)", lambda x: x >= 0),
+            ("weight_averaging", "[0, 1)", lambda x: 0 <= x < 1),
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not valid(value):
+                raise ValueError(f"{name} must lie in {interval}, got {value!r}")
         if not isinstance(self.mixed_precision, bool):
             raise TypeError(f"mixed_precision must be True or False, got {self.mixed_precision!r}")
-        check_range("weight_averaging", self.weight_averaging, 0, 1, high_open=True)
 
-    def loss(self, output: Any, images: Tensor, labels: Tensor) -> Loss:
-        """This run's training objective on one batch: :func:`~capsnotes.capsnet_loss`
-        with the run's reconstruction weight for a CapsNet, cross-entropy for the CNN."""
-        objective = ARCHITECTURES[self.architecture].loss
-        if objective is None:
-            raise ValueError(
-                f"a {self.architecture} model has no objective of images and labels alone"
-            )
-        return objective(self, output, images, labels)
+    def objective(self, output: Any, *batch: torch.Tensor) -> Loss:
+        """This run's training objective on one batch ``(images, labels, ...)``."""
+        return ARCHITECTURES[self.architecture].objective(self, output, *batch)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> TrainConfig:
-        return dataclass_from_dict(cls, values)
+        known = {f.name for f in dataclasses.fields(cls)}
+        if set(values) - known:
+            raise ValueError(
+                f"unknown TrainConfig fields: {sorted(set(values) - known)}; "
+                f"expected some of {sorted(known)}"
+            )
+        return cls(**values)
 
     def key(self) -> str:
         """A short hash of the configuration: equal configurations, equal keys."""
@@ -191,26 +166,68 @@ class TrainConfig:
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-#: A 1.25M-parameter member of the paper's baseline family that trains on a 2-core CPU
-#: in minutes: 5×5 convolutions of 32, 64 and 64 channels, 2×2 pooling after the first
-#: two, then the paper's 328 and 192 units and dropout.
-CPU_CNN = ConvNetConfig(channels=(32, 64, 64), pool_after=(1, 2))
+def build_model(config: TrainConfig) -> nn.Module:
+    """A freshly initialised model of ``config``'s architecture on the CPU, seeded by
+    ``config.seed`` without touching the global random state."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(config.seed)
+        return ARCHITECTURES[config.architecture].model(config.model)
+
+
+def load_run_data(
+    config: TrainConfig, device: torch.device | str = "cpu", data_root: str | Path | None = None
+) -> tuple[Any, Any]:
+    """The run's training and test data on ``device``: subsets where the configuration
+    asks; for two-digit runs, new pairs of the training digits every epoch and fixed pairs
+    of the test digits."""
+    train_set = load_dataset(config.dataset, True, data_root)
+    test_set = load_dataset(config.dataset, False, data_root)
+    if config.architecture == "capsnet-pairs":
+        canvas = config.model.image_size
+        pairs = make_pairs(test_set, config.test_size, TEST_PAIRS_SEED, canvas, config.max_shift)
+        count = config.train_size or len(train_set)
+        return FreshPairs(train_set.to(device), count, canvas), pairs.to(device)
+    train_set = train_set.subset(config.train_size, config.seed)
+    test_set = test_set.subset(config.test_size, seed=0)
+    if config.canvas is not None:
+        train_set, test_set = train_set.padded(config.canvas), test_set.padded(config.canvas)
+    model = config.model
+    expected = (model.in_channels, model.image_size, model.image_size)
+    if tuple(train_set.images.shape[1:]) != expected or len(train_set.classes) != model.num_classes:
+        raise ValueError(
+            f"dataset {config.dataset!r} has images {tuple(train_set.images.shape[1:])} and "
+            f"{len(train_set.classes)} classes, but the model expects images {expected} and "
+            f"{model.num_classes} classes"
+        )
+    return train_set.to(device), test_set.to(device)
+
 
 PROFILES: dict[str, TrainConfig] = {
     "quick": TrainConfig(
         epochs=2, batch_size=32, train_size=2560, test_size=2000, max_shift=0, lr_decay=0.9
     ),
     "paper": TrainConfig(epochs=100, batch_size=128, max_shift=2, lr_decay=0.955),
+    # 1.25M parameters: 5×5 convolutions of 32, 64 and 64 channels, 2×2 pooling after the
+    # first two, then the paper's 328 and 192 units and dropout
     "cnn": TrainConfig(
-        architecture="cnn", epochs=12, batch_size=128, max_shift=2, lr_decay=0.85, model=CPU_CNN
+        architecture="cnn",
+        epochs=12,
+        max_shift=2,
+        lr_decay=0.85,
+        model=ConvNetConfig(channels=(32, 64, 64), pool_after=(1, 2)),
     ),
     "paper-cnn": TrainConfig(
-        architecture="cnn",
-        epochs=100,
-        batch_size=128,
-        max_shift=2,
-        lr_decay=0.955,
-        model=ConvNetConfig(),
+        architecture="cnn", epochs=100, max_shift=2, lr_decay=0.955, model=ConvNetConfig()
+    ),
+    # the book's MultiMNIST model: 60,000 new pairs per epoch on the 36×36 canvas, each
+    # digit shifted by up to 4 pixels, 128 channels and 16 capsule types (chapter 11)
+    "multimnist": TrainConfig(
+        architecture="capsnet-pairs",
+        epochs=25,
+        train_size=60_000,
+        max_shift=4,
+        lr_decay=0.95,
+        model=CapsNetConfig(image_size=36, conv_channels=128, primary_channels=16),
     ),
 }
 
@@ -218,16 +235,10 @@ PROFILES: dict[str, TrainConfig] = {
 def profile(name: str, **overrides: Any) -> TrainConfig:
     """The predefined configuration ``name`` with some fields replaced; ``model`` may be
     a dict of the model's fields to replace (e.g. ``model={"routing_iterations": 1}``)."""
-    check_choice("profile", name, list(PROFILES))
+    if name not in PROFILES:
+        raise ValueError(f"unknown profile {name!r}; expected one of {sorted(PROFILES)}")
     base = PROFILES[name]
-    model_changes = overrides.pop("model", None) or {}
-    if isinstance(model_changes, dict):
-        model = dataclasses.replace(base.model, **model_changes)
-    else:
-        model = model_changes
-    return TrainConfig.from_dict(base.to_dict() | overrides | {"model": model.__dict__})
-
-
-def default_profile() -> str:
-    """``paper`` where a CUDA GPU is available, ``quick`` otherwise."""
-    return "paper" if torch.cuda.is_available() else "quick"
+    model = overrides.pop("model", None) or {}
+    if isinstance(model, dict):
+        model = dataclasses.replace(base.model, **model)
+    return TrainConfig.from_dict(base.to_dict() | overrides | {"model": dataclasses.asdict(model)})

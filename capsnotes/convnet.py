@@ -17,17 +17,8 @@ from typing import Any, NamedTuple
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .checks import (
-    check_class_indices,
-    check_float_tensor,
-    check_int,
-    check_positive_ints,
-    check_range,
-    dataclass_from_dict,
-)
+from . import checks
 from .losses import Loss
-
-__all__ = ["ConvNet", "ConvNetConfig", "ConvNetOutput", "convnet_loss"]
 
 
 @dataclass(frozen=True)
@@ -52,28 +43,21 @@ class ConvNetConfig:
     """dropout before the last layer"""
 
     def __post_init__(self) -> None:
-        for name in ("channels", "pool_after", "hidden"):
-            if isinstance(getattr(self, name), list):  # accept lists, e.g. from JSON
-                object.__setattr__(self, name, tuple(getattr(self, name)))
-        check_positive_ints(
-            image_size=self.image_size,
-            in_channels=self.in_channels,
-            channels=self.channels,
-            kernel_size=self.kernel_size,
-            hidden=self.hidden,
-        )
-        check_int("num_classes", self.num_classes, minimum=2)
-        if not self.channels:
-            raise ValueError("channels must name at least one convolution")
-        for layer in self.pool_after:
-            check_int("pool_after entries", layer, minimum=1)
-            if layer > len(self.channels):
-                raise ValueError(
-                    f"pool_after names convolution {layer}, but there are {len(self.channels)}"
-                )
-        if self.kernel_size % 2 == 0:
-            raise ValueError(f"kernel_size must be odd (same padding), got {self.kernel_size}")
-        check_range("dropout", self.dropout, 0.0, 1.0, high_open=True)
+        for name in ("channels", "pool_after", "hidden"):  # lists from JSON
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        sizes = dataclasses.asdict(self)
+        del sizes["pool_after"], sizes["dropout"]
+        checks.positive_ints(**sizes)
+        if not self.channels or not set(self.pool_after) <= set(range(1, len(self.channels) + 1)):
+            raise ValueError(
+                f"pool_after must name some of the {len(self.channels)} convolutions "
+                f"(counted from 1), got {self.pool_after}"
+            )
+        if self.kernel_size % 2 == 0 or not 0 <= self.dropout < 1:
+            raise ValueError(
+                f"need an odd kernel_size (same padding) and dropout in [0, 1), got "
+                f"{self.kernel_size} and {self.dropout}"
+            )
         if self.feature_side < 1:
             raise ValueError(f"{len(self.pool_after)} poolings leave nothing of {self.image_size}")
 
@@ -81,13 +65,6 @@ class ConvNetConfig:
     def feature_side(self) -> int:
         """Side of the last feature map (every pooling halves it, rounding down)."""
         return self.image_size // 2 ** len(self.pool_after)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> ConvNetConfig:
-        return dataclass_from_dict(cls, values)
 
 
 class ConvNetOutput(NamedTuple):
@@ -107,11 +84,7 @@ class ConvNet(nn.Module):
 
     def __init__(self, config: ConvNetConfig | None = None, **overrides: Any) -> None:
         super().__init__()
-        if config is None:
-            config = ConvNetConfig(**overrides)
-        elif overrides:
-            config = dataclasses.replace(config, **overrides)
-        self.config = config
+        self.config = config = dataclasses.replace(config or ConvNetConfig(), **overrides)
         layers: list[nn.Module] = []
         channels = config.in_channels
         for index, out_channels in enumerate(config.channels, start=1):
@@ -125,18 +98,14 @@ class ConvNet(nn.Module):
         self.features = nn.Sequential(*layers)
         sizes = [channels * config.feature_side**2, *config.hidden]
         dense: list[nn.Module] = [nn.Flatten()]
-        for fan_in, fan_out in zip(sizes[:-1], sizes[1:], strict=True):
+        for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
             dense += [nn.Linear(fan_in, fan_out), nn.ReLU(inplace=True)]
         dense += [nn.Dropout(config.dropout), nn.Linear(sizes[-1], config.num_classes)]
         self.classifier = nn.Sequential(*dense)
 
     def forward(self, images: Tensor, labels: Tensor | None = None) -> ConvNetOutput:
-        cfg = self.config
-        check_float_tensor(
-            "images", images, shape=(None, cfg.in_channels, cfg.image_size, cfg.image_size)
-        )
-        if labels is not None:
-            check_class_indices("labels", labels, cfg.num_classes, images.shape[0])
+        side = self.config.image_size
+        checks.float_tensor("images", images, shape=(None, self.config.in_channels, side, side))
         logits = self.classifier(self.features(images))
         return ConvNetOutput(logits, logits.argmax(dim=1))
 

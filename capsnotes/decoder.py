@@ -10,41 +10,27 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from .checks import ClassIndices, FloatTensor, check_positive_ints, checked
-
-__all__ = ["Decoder", "mask_capsules"]
+from . import checks
 
 
-@checked(
-    capsules=FloatTensor("[batch, classes, dim]", dims=3),
-    classes=ClassIndices(
-        num_classes=lambda arguments: arguments["capsules"].shape[1],
-        batch=lambda arguments: arguments["capsules"].shape[0],
-    ),
-)
-def mask_capsules(capsules: Tensor, classes: Tensor) -> Tensor:
-    """Keep the capsule of ``classes[b]`` in each example, zero the rest, and flatten.
-
-    Args:
-        capsules: ``[B, num_classes, dim]``.
-        classes: integer tensor ``[B]`` with values in ``[0, num_classes)``.
-
-    Returns:
-        ``[B, num_classes * dim]``.
-    """
-    num_classes = capsules.shape[1]
+def mask_capsules(
+    capsules: Float[Tensor, "batch classes dim"], classes: Int[Tensor, " batch"]
+) -> Float[Tensor, "batch classes_times_dim"]:
+    """Keep the capsule of ``classes[b]`` in each example, zero the rest, and flatten."""
+    checks.float_tensor("capsules", capsules, "[batch, classes, dim]", shape=(None,) * 3)
+    batch, num_classes, _ = capsules.shape
+    checks.class_indices("classes", classes, num_classes, batch)
     keep = nn.functional.one_hot(classes, num_classes).to(capsules.dtype)  # [B, classes]
     return (capsules * keep.unsqueeze(-1)).flatten(1)
 
 
 class Decoder(nn.Module):
-    """Three fully connected layers from the masked capsules to the pixels.
-
-    ``[B, num_classes * capsule_dim]`` → ``[B, output_size]`` in ``[0, 1]``; the paper's
-    sizes are 160 → 512 → 1024 → 784 with ReLU, ReLU, sigmoid.
-    """
+    """Three fully connected layers from the masked capsules to the pixels:
+    ``[B, classes × dim]`` → ``[B, output_size]`` in ``[0, 1]``; the paper's sizes are
+    160 → 512 → 1024 → 784 with ReLU, ReLU, sigmoid."""
 
     def __init__(
         self,
@@ -54,16 +40,17 @@ class Decoder(nn.Module):
         hidden: Sequence[int] = (512, 1024),
     ) -> None:
         super().__init__()
-        check_positive_ints(
+        checks.positive_ints(
             num_classes=num_classes, capsule_dim=capsule_dim, output_size=output_size, hidden=hidden
         )
         sizes = [num_classes * capsule_dim, *hidden]
         layers: list[nn.Module] = []
-        for fan_in, fan_out in zip(sizes[:-1], sizes[1:], strict=True):
+        for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
             layers += [nn.Linear(fan_in, fan_out), nn.ReLU(inplace=True)]
         layers += [nn.Linear(sizes[-1], output_size), nn.Sigmoid()]
         self.layers = nn.Sequential(*layers)
 
-    def forward(self, capsules: Tensor, classes: Tensor) -> Tensor:
-        """``capsules`` ``[B, num_classes, dim]``, ``classes`` ``[B]`` → ``[B, output_size]``."""
+    def forward(
+        self, capsules: Float[Tensor, "batch classes dim"], classes: Int[Tensor, " batch"]
+    ) -> Float[Tensor, "batch pixels"]:
         return self.layers(mask_capsules(capsules, classes))

@@ -1,72 +1,60 @@
-"""Scoring a trained model on a test set, the same way for every model and run."""
+"""Scoring a model on a test set, the same way for every model the book trains."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from .config import ARCHITECTURES, TrainConfig
-from .data import ImageSet, batches
-from .devices import autocast_dtype, autocast_for
-
-__all__ = ["evaluate"]
+from . import checks
+from .losses import Loss
 
 
 @torch.no_grad()
 def evaluate(
     model: nn.Module,
-    data: ImageSet,
-    config: TrainConfig | None = None,
+    data: Any,
+    objective: Callable[..., Loss] | None = None,
+    *,
+    batch_size: int = 500,
     return_outputs: bool = False,
 ) -> dict[str, Any]:
-    """Accuracy and mean loss terms of ``model`` on ``data``, in evaluation mode (a
-    CapsNet's decoder sees the capsule of the prediction, as at test time).
+    """The fraction of ``data`` that ``model`` gets right, in evaluation mode (a CapsNet's
+    decoder sees the capsule of the prediction, as at test time).
 
-    ``config`` supplies the objective (:meth:`TrainConfig.loss`), the batch size and the
-    precision; by default the defaults for the model's architecture.
-
-    Returns a dict with ``accuracy`` (a fraction), ``count``, and the mean of each loss
-    term (``margin_loss`` and ``reconstruction_loss`` for a CapsNet, ``cross_entropy``
-    for the CNN). With ``return_outputs``, also the model's outputs for every image, on
-    the CPU, except the reconstructions: for a CapsNet ``capsules`` ``[N, classes, dim]``,
-    ``lengths`` ``[N, classes]`` and ``predictions`` ``[N]``.
+    ``data`` is an :class:`~capsnotes.data.ImageSet` or MultiMNIST's pairs: anything with
+    ``batches(batch_size)`` yielding ``(images, labels, ...)``. With ``objective``
+    (``objective(output, *batch) -> Loss``, as :meth:`TrainConfig.objective
+    <capsnotes.config.TrainConfig.objective>`), also the mean of each loss term. With
+    ``return_outputs``, also the model's outputs for every image, on the CPU, but for the
+    reconstructions (a CapsNet's ``capsules``, ``lengths`` and ``predictions``).
     """
-    architecture = next((name for name, a in ARCHITECTURES.items() if type(model) is a.model), None)
-    if architecture is None or ARCHITECTURES[architecture].loss is None:
-        raise TypeError(f"evaluate() scores a CapsNet or a ConvNet, got {type(model).__name__}")
-    if config is None:
-        config = TrainConfig(architecture=architecture, model=model.config)
-    if not isinstance(config, TrainConfig):
-        raise TypeError(f"config must be a capsnotes.TrainConfig, got {type(config).__name__}")
-    if config.architecture != architecture:
-        raise ValueError(
-            f"a {config.architecture} configuration cannot score a {type(model).__name__}"
-        )
+    if objective is not None and not callable(objective):
+        raise TypeError(f"objective must be a function of (output, *batch), got {objective!r}")
+    checks.integer("batch_size", batch_size, minimum=1)
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
-    precision = autocast_dtype(device, config.mixed_precision)
-    correct = torch.zeros((), dtype=torch.int64, device=device)
+    right = torch.zeros((), dtype=torch.int64, device=device)
     totals: dict[str, Tensor] = {}  # loss terms summed over the images
     kept: dict[str, list[Tensor]] = {}
-    for images, labels in batches(data.to(device), config.eval_batch_size):
-        with autocast_for(device, precision):
-            output = model(images)
-        loss = config.loss(output, images, labels)
-        correct += (output.predictions == labels).sum()
-        for name, value in loss.terms.items():
-            totals[name] = totals.get(name, 0) + value * labels.shape[0]
+    for batch in data.to(device).batches(batch_size):
+        images, labels = batch[0], batch[1]
+        output = model(images)
+        right += (output.predictions == labels).reshape(len(labels), -1).all(dim=1).sum()
+        if objective is not None:
+            for name, value in objective(output, *batch).terms.items():
+                totals[name] = totals.get(name, 0) + value * len(labels)
         if return_outputs:
             for name, value in output._asdict().items():
                 if name != "reconstructions":
-                    value = value.float() if value.is_floating_point() else value
-                    kept.setdefault(name, []).append(value.cpu())
+                    kept.setdefault(name, []).append(
+                        value.float().cpu() if value.is_floating_point() else value.cpu()
+                    )
     model.train(was_training)
-    total = len(data)
-    means = {name: value.item() / total for name, value in totals.items()}
-    result: dict[str, Any] = {"accuracy": correct.item() / total, **means, "count": total}
-    if return_outputs:
-        result.update({name: torch.cat(parts) for name, parts in kept.items()})
-    return result
+    count = len(data)
+    result: dict[str, Any] = {"accuracy": right.item() / count, "count": count}
+    result |= {name: value.item() / count for name, value in totals.items()}
+    return result | {name: torch.cat(parts) for name, parts in kept.items()}

@@ -7,67 +7,67 @@ from collections.abc import Callable
 from typing import NamedTuple, Protocol
 
 import torch
+from jaxtyping import Float
 from torch import Tensor
 
-from .checks import (
-    FloatTensor,
-    check_capsule_target,
-    check_margins,
-    check_pixel_counts,
-    checked,
-)
+from . import checks
 
-__all__ = [
-    "CapsuleOutput",
-    "Loss",
-    "capsnet_loss",
-    "class_presence",
-    "margin_loss",
-    "reconstruction_loss",
-]
+
+class Loss(NamedTuple):
+    """The value of a training objective for one batch."""
+
+    total: Tensor  #: the scalar to minimise
+    terms: dict[str, Tensor]  #: its named parts, scalars, as the training records keep them
 
 
 class CapsuleOutput(Protocol):
-    """What :func:`capsnet_loss` reads of a model's output (:class:`~capsnotes.CapsNet`'s
-    and MultiMNIST's ``PairedCapsNet``'s both have it)."""
+    """What :func:`capsnet_loss` reads of a model's output."""
 
     capsules: Tensor  #: ``[B, classes, dim]``
     reconstructions: Tensor  #: ``[B, ...]``, as many values per example as its target
 
 
 def class_presence(target: Tensor, num_classes: int, dtype: torch.dtype) -> Tensor:
-    """``T_k``: 1 where class ``k`` is present, as ``[B, num_classes]`` of ``dtype``, from
-    class indices ``[B]`` or from a presence matrix ``[B, num_classes]`` (several classes
-    per image, as in MultiMNIST)."""
+    """``T_k`` ``[B, num_classes]``: 1 where class ``k`` is present, from class indices
+    ``[B]`` or from a presence matrix ``[B, num_classes]`` (several classes per image)."""
     if target.dim() == 1:
         return torch.nn.functional.one_hot(target.long(), num_classes).to(dtype)
     return target.to(dtype)
 
 
-@checked(check_capsule_target, check_margins, v=FloatTensor("[batch, classes, dim]", dims=3))
+def check_target(target: object, batch: int, num_classes: int) -> None:
+    """Class indices ``[batch]``, or a presence matrix ``[batch, num_classes]``."""
+    if torch.is_tensor(target) and target.dim() == 2:
+        if tuple(target.shape) != (batch, num_classes):
+            raise ValueError(
+                f"target must be class indices [{batch}] or presence [{batch}, {num_classes}], "
+                f"got shape {tuple(target.shape)}"
+            )
+        return
+    checks.class_indices("target", target, num_classes, batch)
+
+
 def margin_loss(
-    v: Tensor,
+    v: Float[Tensor, "batch classes dim"],
     target: Tensor,
     m_pos: float = 0.9,
     m_neg: float = 0.1,
     lam: float = 0.5,
-) -> Tensor:
+) -> Float[Tensor, ""]:
     r"""Margin loss of eq. 4, summed over classes and averaged over the batch.
 
     .. math:: L_k = T_k \max(0, m^+ - \lVert v_k\rVert)^2
               + \lambda (1 - T_k) \max(0, \lVert v_k\rVert - m^-)^2
 
-    Args:
-        v: class capsules ``[B, num_classes, dim]``.
-        target: class indices ``[B]`` or presence ``[B, num_classes]``.
-        m_pos, m_neg: a present class should be longer than ``m_pos``, an absent one
-            shorter than ``m_neg``.
-        lam: down-weights absent classes, so that early in training the lengths of all
-            capsules are not pushed to zero.
-
-    Returns:
-        A scalar tensor.
+    ``target`` holds class indices ``[B]`` or presence ``[B, classes]``. A present class
+    should be longer than ``m_pos``, an absent one shorter than ``m_neg``; ``lam``
+    down-weights the absent ones, so that early in training the lengths of all capsules
+    are not pushed to zero.
     """
+    checks.float_tensor("v", v, "[batch, classes, dim]", shape=(None,) * 3)
+    check_target(target, v.shape[0], v.shape[1])
+    if not (0 <= m_neg < m_pos and lam >= 0):
+        raise ValueError(f"need 0 <= m_neg < m_pos and lam >= 0, got {m_neg}, {m_pos}, {lam}")
     present = class_presence(target, v.shape[1], v.dtype)  # T_k: [B, classes]
     lengths = torch.linalg.vector_norm(v, dim=-1)  # [B, classes]
     # Both hinge terms are squared: the gradient fades as a length reaches its margin.
@@ -76,26 +76,28 @@ def margin_loss(
     return (loss_present + loss_absent).sum(dim=1).mean()
 
 
-@checked(check_pixel_counts)
-def reconstruction_loss(reconstructions: Tensor, images: Tensor, weight: float = 0.0005) -> Tensor:
+def reconstruction_loss(
+    reconstructions: Float[Tensor, "batch ..."], images: Tensor, weight: float = 0.0005
+) -> Float[Tensor, ""]:
     """Sum of squared pixel errors per image, times ``weight``, averaged over the batch.
 
     The paper scales the *sum* (not the mean) by 0.0005 "so that it does not dominate
-    the margin loss"; with a mean the term would be 784× weaker on MNIST.
-
-    Args:
-        reconstructions: ``[B, ...]`` with as many values per image as ``images``.
-        images: ``[B, C, H, W]`` (or any ``[B, ...]``), pixels in ``[0, 1]``.
+    the margin loss"; with a mean the term would be 784× weaker on MNIST. ``images`` is
+    ``[B, ...]`` with as many values per image, pixels in ``[0, 1]``.
     """
+    checks.float_tensor("reconstructions", reconstructions)
+    if not torch.is_tensor(images) or len(images) != len(reconstructions):
+        got = tuple(getattr(images, "shape", ()))
+        raise ValueError(
+            f"batch sizes differ: reconstructions {tuple(reconstructions.shape)}, images {got}"
+        )
+    if images[0].numel() != reconstructions[0].numel():
+        raise ValueError(
+            f"each reconstruction must have as many pixels as its image: "
+            f"{tuple(reconstructions.shape[1:])} vs {tuple(images.shape[1:])}"
+        )
     errors = (reconstructions.flatten(1) - images.flatten(1).to(reconstructions.dtype)).pow(2)
     return weight * errors.sum(dim=1).mean()
-
-
-class Loss(NamedTuple):
-    """The value of a training objective for one batch."""
-
-    total: Tensor  #: the scalar to minimise
-    terms: dict[str, Tensor]  #: its named parts, scalars, as the training records keep them
 
 
 def capsnet_loss(
@@ -110,18 +112,11 @@ def capsnet_loss(
     """The objective CapsNet is trained with (§4.1): the margin loss of the digit capsules
     plus ``reconstruction_weight`` × the summed squared error of the reconstructions.
 
-    Args:
-        output: what ``CapsNet(images, labels)`` returned (the decoder saw the capsule
-            of the label in training, of the prediction at test time).
-        images: the input images ``[B, C, H, W]``.
-        target: class indices ``[B]`` or presence ``[B, num_classes]``.
-        reconstruction_weight: 0.0005 in the paper; 0 trains without the decoder's
-            help (its parameters then get no gradient).
-        margin, reconstruction: the two terms; the paper's unless a comparison replaces
-            one (the book trains popular variants, :mod:`capsnotes.mistakes`, this way).
-
-    Both terms are computed in float32, also when the forward pass ran in a 16-bit
-    format (chapter 14).
+    ``output`` is what ``CapsNet(images, labels)`` returned; ``target`` holds class
+    indices ``[B]`` or presence ``[B, classes]``; ``reconstruction_weight`` 0 trains
+    without the decoder's help. ``margin`` and ``reconstruction`` are the paper's terms
+    unless a comparison replaces one (:mod:`capsnotes.mistakes`). Both terms are computed
+    in float32, also where the forward pass ran in 16 bits.
     """
     margin_term = margin(output.capsules.float(), target)
     reconstruction_term = reconstruction(

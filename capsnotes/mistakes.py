@@ -1,17 +1,21 @@
 """Popular mistakes, written out so that the book can show what each one changes.
 
 Public implementations of CapsNet get several details of the paper wrong, and each still
-trains, which is why they survive (the book's introduction names them). Here they are,
-each beside the correct function it replaces, in one place: the chapters display them
-and run them side by side with the correct code, ``benchmarks/variants.py`` trains with
-them, and the tests check that the assertions which guard the correct functions catch
-them. Nothing else in the package uses this module.
+trains, which is why they survive. Here they are, each beside the correct code it
+replaces: the chapters run them side by side with it, ``benchmarks/variants.py`` trains
+with them, and the tests check that the checks guarding the correct code catch them.
+Nothing else in the package uses this module.
 
 * :func:`squash_without_eps` — eq. 1 as written, 0/0 for a zero vector (chapter 2);
+* :class:`ReshapedPrimaryCapsules` — the convolution's output reshaped straight into
+  capsules, so that a capsule holds neighbouring positions of one channel (chapter 3);
 * :func:`routing_over_children` — the routing softmax over the wrong axis (chapter 5);
-* :func:`unsquared_margin_loss` — eq. 4 without its squares (chapters 6 and 8);
+* :func:`routing_with_shared_logits` — one set of routing logits for the whole batch;
+* :func:`routing_that_returns_early` — a ``return`` inside the loop: one pass, whatever r;
+* :func:`unsquared_margin_loss` — eq. 4 without its squares (chapter 6);
+* :class:`PredictionMaskedCapsNet` — the decoder fed the predicted capsule in training;
 * :func:`mean_reconstruction_loss` — the reconstruction loss averaged over the pixels
-  instead of summed, 784 times weaker on MNIST (chapters 7 and 8).
+  instead of summed, 784 times weaker on MNIST (chapter 7).
 """
 
 from __future__ import annotations
@@ -19,15 +23,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from .capsules import PrimaryCapsules
 from .losses import class_presence
+from .model import CapsNet, CapsNetOutput
 from .squash import squash
-
-__all__ = [
-    "mean_reconstruction_loss",
-    "routing_over_children",
-    "squash_without_eps",
-    "unsquared_margin_loss",
-]
 
 
 def squash_without_eps(s: Tensor, dim: int = -1) -> Tensor:
@@ -36,17 +35,53 @@ def squash_without_eps(s: Tensor, dim: int = -1) -> Tensor:
     return norm**2 / (1 + norm**2) * s / norm
 
 
+class ReshapedPrimaryCapsules(PrimaryCapsules):
+    """WRONG: ``maps.view(batch, -1, capsule_dim)`` on the convolution's ``[B, C·D, H', W']``
+    output. Memory runs along the grid first, so a "capsule" is ``capsule_dim``
+    neighbouring positions of one channel (some straddle two channels), not the
+    ``capsule_dim`` channels of one capsule type at one position."""
+
+    def forward(self, features: Tensor) -> Tensor:
+        maps = self.conv(features)
+        return squash(maps.reshape(maps.shape[0], -1, self.capsule_dim))
+
+
 def routing_over_children(u_hat: Tensor, iterations: int = 3) -> tuple[Tensor, Tensor]:
-    """WRONG: Procedure 1 with the softmax over the children (``dim=1`` of logits
-    ``[batch, children, parents]``) instead of the parents. ``u_hat`` ``[B, I, O, D]`` →
-    ``(v [B, O, D], c [B, I, O])``, where now every ``c[b, :, j]`` sums to 1."""
+    """WRONG: Procedure 1 with the softmax over the children (dim 1 of the logits
+    ``[batch, child, parent]``): now every ``c[b, :, j]`` sums to 1. Returns ``(v, c)``."""
     logits = u_hat.new_zeros(u_hat.shape[:3])
     for iteration in range(iterations):
         coupling = logits.softmax(dim=1)  # over the children: the mistake
-        v = squash((coupling.unsqueeze(-1) * u_hat).sum(dim=1))
+        v = squash(torch.einsum("bij,bijd->bjd", coupling, u_hat))
         if iteration + 1 < iterations:
-            logits = logits + (u_hat * v.unsqueeze(1)).sum(-1)
+            logits = logits + torch.einsum("bijd,bjd->bij", u_hat, v)
     return v, coupling
+
+
+def routing_with_shared_logits(u_hat: Tensor, iterations: int = 3) -> tuple[Tensor, Tensor]:
+    """WRONG: one set of logits ``[1, child, parent]`` for the whole batch, grown by the
+    agreement averaged over the batch: an image's routing depends on the others in its
+    batch. Returns ``(v, c)``."""
+    logits = u_hat.new_zeros(1, *u_hat.shape[1:3])  # shared: the mistake
+    for iteration in range(iterations):
+        coupling = logits.softmax(dim=2).expand(u_hat.shape[:3])
+        v = squash(torch.einsum("bij,bijd->bjd", coupling, u_hat))
+        if iteration + 1 < iterations:
+            agreement = torch.einsum("bijd,bjd->bij", u_hat, v)
+            logits = logits + agreement.mean(dim=0, keepdim=True)
+    return v, coupling
+
+
+def routing_that_returns_early(u_hat: Tensor, iterations: int = 3) -> Tensor:
+    """WRONG: the ``return`` indented into the loop, so routing stops after its first pass
+    (uniform couplings) however many iterations are asked for."""
+    logits = u_hat.new_zeros(u_hat.shape[:3])
+    for _ in range(iterations):
+        coupling = logits.softmax(dim=2)
+        v = squash(torch.einsum("bij,bijd->bjd", coupling, u_hat))
+        logits = logits + torch.einsum("bijd,bjd->bij", u_hat, v)
+        return v  # inside the loop: the mistake
+    raise ValueError(f"routing iterations must be >= 1, got {iterations}")
 
 
 def unsquared_margin_loss(
@@ -59,6 +94,14 @@ def unsquared_margin_loss(
     loss_present = present * torch.relu(m_pos - lengths)
     loss_absent = lam * (1.0 - present) * torch.relu(lengths - m_neg)
     return (loss_present + loss_absent).sum(dim=1).mean()
+
+
+class PredictionMaskedCapsNet(CapsNet):
+    """WRONG: the decoder draws from the capsule of the prediction in training too (the
+    labels are ignored), so while the network is wrong it learns to draw the wrong digit."""
+
+    def forward(self, images: Tensor, labels: Tensor | None = None) -> CapsNetOutput:
+        return super().forward(images)  # labels dropped: the mistake
 
 
 def mean_reconstruction_loss(

@@ -17,23 +17,12 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import torch
+from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from .checks import (
-    ModelImages,
-    ModelLabels,
-    check_int,
-    check_iterations,
-    check_positive_ints,
-    checked,
-    dataclass_from_dict,
-)
+from . import checks
+from .capsules import DigitCapsules, PrimaryCapsules, conv_output_size
 from .decoder import Decoder
-from .digit_capsules import DigitCapsules
-from .primary_capsules import PrimaryCapsules, conv_output_size
-from .routing import Routing, dynamic_routing
-
-__all__ = ["CapsNet", "CapsNetConfig", "CapsNetOutput"]
 
 
 @dataclass(frozen=True)
@@ -66,14 +55,11 @@ class CapsNetConfig:
     """sizes of the decoder's hidden layers"""
 
     def __post_init__(self) -> None:
-        if isinstance(self.decoder_hidden, list):  # accept lists, e.g. from JSON
-            object.__setattr__(self, "decoder_hidden", tuple(self.decoder_hidden))
-        sizes = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        check_positive_ints(**sizes)
-        check_iterations(self.routing_iterations)
-        check_int("num_classes", self.num_classes, minimum=2)
-        # Raises if an image is too small for the two convolutions.
-        _ = self.primary_grid
+        object.__setattr__(self, "decoder_hidden", tuple(self.decoder_hidden))  # lists from JSON
+        checks.positive_ints(**dataclasses.asdict(self))
+        if self.num_classes < 2:
+            raise ValueError(f"num_classes must be at least 2, got {self.num_classes}")
+        _ = self.primary_grid  # raises if an image is too small for the two convolutions
 
     @property
     def primary_grid(self) -> int:
@@ -85,13 +71,6 @@ class CapsNetConfig:
     def num_primary_capsules(self) -> int:
         """1,152 for the paper's model: 32 channels × 6 × 6 positions."""
         return self.primary_channels * self.primary_grid**2
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> CapsNetConfig:
-        return dataclass_from_dict(cls, values)
 
 
 class CapsNetOutput(NamedTuple):
@@ -109,36 +88,19 @@ class CapsNet(nn.Module):
     ``model(images, labels=None)`` takes ``images`` ``[B, C, H, W]`` (floats in
     ``[0, 1]``) and optional integer ``labels`` ``[B]``; the decoder reconstructs from the
     capsule of the label when given, of the prediction otherwise.
-
-    ``routing`` (a function with the signature of :func:`~capsnotes.dynamic_routing`)
-    and ``convolution`` (``nn.Conv2d`` or a class with its parameters) say how routing and
-    the two convolutions are computed. The fast ones of chapter 14 compute the same
-    results with the same parameters and ``state_dict``, so weights trained with one
-    load into another.
     """
 
-    def __init__(
-        self,
-        config: CapsNetConfig | None = None,
-        *,
-        routing: Routing = dynamic_routing,
-        convolution: type[nn.Conv2d] = nn.Conv2d,
-        **overrides: Any,
-    ) -> None:
+    def __init__(self, config: CapsNetConfig | None = None, **overrides: Any) -> None:
         super().__init__()
-        if config is None:
-            config = CapsNetConfig(**overrides)
-        elif overrides:
-            config = dataclasses.replace(config, **overrides)
+        config = dataclasses.replace(config or CapsNetConfig(), **overrides)
         self.config = config
-        self.conv1 = convolution(config.in_channels, config.conv_channels, config.conv_kernel)
+        self.conv1 = nn.Conv2d(config.in_channels, config.conv_channels, config.conv_kernel)
         self.primary = PrimaryCapsules(
             config.conv_channels,
             config.primary_channels,
             config.primary_dim,
             config.primary_kernel,
             config.primary_stride,
-            convolution,
         )
         self.digits = DigitCapsules(
             config.num_primary_capsules,
@@ -146,7 +108,6 @@ class CapsNet(nn.Module):
             config.num_classes,
             config.digit_dim,
             config.routing_iterations,
-            routing,
         )
         self.decoder = Decoder(
             config.num_classes,
@@ -155,19 +116,28 @@ class CapsNet(nn.Module):
             config.decoder_hidden,
         )
 
-    @checked(images=ModelImages())
-    def primary_capsules(self, images: Tensor) -> Tensor:
-        """Images ``[B, C, H, W]`` → primary capsules ``u`` ``[B, num_primary, primary_dim]``."""
+    def primary_capsules(
+        self, images: Float[Tensor, "batch channel height width"]
+    ) -> Float[Tensor, "batch child primary_dim"]:
+        """Images → primary capsules ``u``."""
+        side, channels = self.config.image_size, self.config.in_channels
+        layout = f"[batch, {channels}, {side}, {side}] (pixels in [0, 1])"
+        checks.float_tensor("images", images, layout, shape=(None, channels, side, side))
         return self.primary(torch.relu(self.conv1(images)))
 
     def encode(self, images: Tensor, return_coupling: bool = False) -> Any:
-        """Images ``[B, C, H, W]`` → digit capsules ``[B, num_classes, digit_dim]`` (and
-        the last coupling coefficients ``[B, num_primary, num_classes]`` if asked)."""
+        """Images → digit capsules ``[B, num_classes, digit_dim]`` (and the last coupling
+        coefficients ``[B, num_primary, num_classes]`` if asked)."""
         return self.digits(self.primary_capsules(images), return_coupling=return_coupling)
 
-    @checked(images=ModelImages(), labels=ModelLabels())
-    def forward(self, images: Tensor, labels: Tensor | None = None) -> CapsNetOutput:
+    def forward(
+        self,
+        images: Float[Tensor, "batch channel height width"],
+        labels: Int[Tensor, " batch"] | None = None,
+    ) -> CapsNetOutput:
         capsules = self.encode(images)  # v: [B, classes, digit_dim]
+        if labels is not None:
+            checks.class_indices("labels", labels, self.config.num_classes, len(images))
         lengths = torch.linalg.vector_norm(capsules, dim=-1)  # ‖v_j‖: [B, classes]
         predictions = lengths.argmax(dim=1)
         # Training: reconstruct from the true class; evaluation: from the predicted one.

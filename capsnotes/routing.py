@@ -4,37 +4,31 @@ Every lower ("child") capsule ``i`` predicts the output of every higher ("parent
 capsule ``j``: the vote ``û_{j|i}``. Routing decides how much of each child's vote goes
 to each parent. It starts undecided (uniform coupling), and then, iteration by
 iteration, moves each child's vote towards the parents whose output agrees with it.
+
+The tensors keep the paper's indices in the paper's order: ``u_hat[b, i, j]`` is
+``û_{j|i}`` of example ``b``, and the logits and couplings are ``[batch, child,
+parent]``. (``capsnotes.fast.routing`` computes the same with the parents first in
+memory, which is faster; its tests hold it to this function.)
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
+import torch
+from jaxtyping import Float
 from torch import Tensor, nn
 
-from .checks import FloatTensor, Int, check_iterations, checked
+from . import checks
 from .squash import squash
 
-__all__ = ["Routing", "dynamic_routing", "DynamicRouting"]
-
-#: A routing implementation: ``route(u_hat, iterations, return_coupling)`` with the
-#: signature and results of :func:`dynamic_routing`.
-Routing = Callable[..., Tensor | tuple[Tensor, Tensor]]
+Votes = Float[Tensor, "batch child parent dim"]
+Outputs = Float[Tensor, "batch parent dim"]
+Couplings = Float[Tensor, "batch child parent"]
 
 
-@checked(
-    u_hat=FloatTensor("[batch, in_caps, out_caps, out_dim]", dims=4),
-    iterations=Int(minimum=1, label="routing iterations"),
-)
 def dynamic_routing(
-    u_hat: Tensor, iterations: int = 3, return_coupling: bool = False
-) -> Tensor | tuple[Tensor, Tensor]:
+    u_hat: Votes, iterations: int = 3, return_coupling: bool = False
+) -> Outputs | tuple[Outputs, Couplings]:
     r"""Route the votes ``u_hat`` to the parent capsules (Procedure 1).
-
-    Runs ``r`` iterations with per-example logits ``b`` that start at zero: each child
-    splits its vote among the parents by a softmax of its logits, each parent squashes
-    the weighted sum of its votes, and each logit grows by the agreement (dot product) of
-    the child's vote with the parent's output.
 
     .. math::
         c_{ij} = \operatorname{softmax}_j(b_{ij}), \quad
@@ -42,42 +36,27 @@ def dynamic_routing(
         v_j = \operatorname{squash}(s_j), \quad
         b_{ij} \leftarrow b_{ij} + \hat u_{j|i}\cdot v_j .
 
-    Args:
-        u_hat: votes ``û_{j|i}``, shape ``[batch, in_caps, out_caps, out_dim]``.
-        iterations: ``r ≥ 1``; ``1`` is a single pass with uniform coupling.
-        return_coupling: also return the coupling coefficients used in the last
-            iteration.
-
-    Returns:
-        ``v`` of shape ``[batch, out_caps, out_dim]``, or ``(v, c)`` with ``c`` of shape
-        ``[batch, in_caps, out_caps]`` where every ``c[b, i, :]`` sums to 1.
+    ``iterations`` is ``r ≥ 1`` (1: one pass with uniform coupling). Returns ``v``, and
+    with ``return_coupling`` also the couplings ``c`` of the last iteration, where every
+    ``c[b, i, :]`` sums to 1.
     """
-    # Procedure 1, line 1: the votes û_{j|i}
-    # laid out [B, O, I, D]: for each example and parent the children's votes form one
-    # matrix, so both sums over the children i below are batched matrix products.
-    batch, in_caps, out_caps, _ = u_hat.shape
-    votes = u_hat.transpose(1, 2).contiguous()
-    # line 2: b_ij ← 0
-    # one set of logits per example, so that no image's routing depends on another's;
-    # stored [B, O, I] like the votes (b_ij at [b, j, i]), so that no step transposes
-    logits = u_hat.new_zeros(batch, out_caps, in_caps)  # b: [B, O, I]
-    for iteration in range(iterations):  # line 3: r iterations
-        # line 4: c_i ← softmax(b_i)
-        # over the parents j (dim 1): each child splits its vote
-        coupling = logits.softmax(dim=1)  # c: [B, O, I]
+    # line 1: the votes û_{j|i} and r
+    checks.float_tensor("u_hat", u_hat, "[batch, child, parent, dim]", shape=(None,) * 4)
+    checks.integer("routing iterations", iterations, minimum=1)
+    # line 2: b_ij ← 0, per example: no image's routing depends on another's
+    logits = u_hat.new_zeros(u_hat.shape[:3])  # b: [batch, child, parent]
+    for iteration in range(iterations):  # line 3
+        # line 4: c_i ← softmax(b_i), over the parents j: each child splits its vote
+        coupling = logits.softmax(dim=2)
         # line 5: s_j ← Σ_i c_ij û_{j|i}
-        s = (coupling.unsqueeze(2) @ votes).squeeze(2)  # s: [B, O, D]
+        s = torch.einsum("bij,bijd->bjd", coupling, u_hat)
         # line 6: v_j ← squash(s_j)
-        v = squash(s)  # v: [B, O, D]
-        # line 7: b_ij ← b_ij + û_{j|i} · v_j
-        # (not after the last pass: those logits would never be read)
+        v = squash(s)
+        # line 7: b_ij ← b_ij + û_{j|i} · v_j (not after the last pass: never read)
         if iteration + 1 < iterations:
-            agreement = (v.unsqueeze(2) @ votes.transpose(2, 3)).squeeze(2)  # û·v: [B, O, I]
-            logits = logits + agreement
+            logits = logits + torch.einsum("bijd,bjd->bij", u_hat, v)
     # line 8: return v_j
-    if return_coupling:
-        return v, coupling.transpose(1, 2)  # c: [B, I, O]
-    return v
+    return (v, coupling) if return_coupling else v
 
 
 class DynamicRouting(nn.Module):
@@ -85,9 +64,9 @@ class DynamicRouting(nn.Module):
 
     def __init__(self, iterations: int = 3) -> None:
         super().__init__()
-        self.iterations = check_iterations(iterations)
+        self.iterations = checks.integer("routing iterations", iterations, minimum=1)
 
-    def forward(self, u_hat: Tensor) -> Tensor:
+    def forward(self, u_hat: Votes) -> Outputs:
         return dynamic_routing(u_hat, self.iterations)
 
     def extra_repr(self) -> str:

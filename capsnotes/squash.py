@@ -9,33 +9,23 @@ the length into ``[0, 1)``.
 from __future__ import annotations
 
 import torch
+from jaxtyping import Float
 from torch import Tensor, nn
 
-from .checks import FloatTensor, Positive, checked
 
-__all__ = ["squash", "Squash", "DEFAULT_EPS"]
-
-#: Added to the squared length under the square root, so that the zero vector has a
-#: finite value (zero) and a finite gradient (zero) instead of 0/0.
-DEFAULT_EPS = 1e-8
-
-
-@checked(s=FloatTensor(), eps=Positive())
-def squash(s: Tensor, dim: int = -1, eps: float = DEFAULT_EPS) -> Tensor:
+def squash(s: Float[Tensor, "*shape"], dim: int = -1, eps: float = 1e-8) -> Float[Tensor, "*shape"]:
     r"""Squash the vectors along ``dim`` (eq. 1).
 
     .. math:: v = \frac{\lVert s\rVert^2}{1 + \lVert s\rVert^2}\,\frac{s}{\lVert s\rVert}
 
-    Args:
-        s: any shape ``[..., D, ...]``; the vectors lie along ``dim``.
-        dim: the axis holding each capsule's components.
-        eps: small positive number inside the square root; ``‖s‖`` is computed as
-            ``sqrt(‖s‖² + eps)``, so ``squash(0) = 0`` with gradient 0.
-
-    Returns:
-        ``v`` with the shape, dtype and device of ``s``; ``v`` points along ``s`` and
-        ``‖v‖ < 1``.
+    ``‖s‖`` is computed as ``sqrt(‖s‖² + eps)``, so that ``squash(0) = 0`` with gradient
+    0 instead of 0/0. The result has the shape, dtype and device of ``s``, points along
+    ``s``, and is shorter than 1.
     """
+    if not (torch.is_tensor(s) and s.is_floating_point()):
+        raise TypeError(f"s must be a floating-point torch.Tensor, got {getattr(s, 'dtype', s)!r}")
+    if not eps > 0:
+        raise ValueError(f"eps must be positive, got {eps}")
     squared_length = s.pow(2).sum(dim=dim, keepdim=True)  # ‖s‖²
     # ‖s‖²/(1+‖s‖²) shrinks the length into [0, 1); dividing by ‖s‖ makes s a unit vector.
     scale = squared_length / (1.0 + squared_length) / torch.sqrt(squared_length + eps)
@@ -45,13 +35,12 @@ def squash(s: Tensor, dim: int = -1, eps: float = DEFAULT_EPS) -> Tensor:
 class Squash(nn.Module):
     """Module form of :func:`squash`, for use inside ``nn.Sequential``."""
 
-    def __init__(self, dim: int = -1, eps: float = DEFAULT_EPS) -> None:
+    def __init__(self, dim: int = -1, eps: float = 1e-8) -> None:
         super().__init__()
-        self.dim = dim
-        self.eps = eps
+        self.dim, self.eps = dim, eps
 
     def forward(self, s: Tensor) -> Tensor:
-        return squash(s, dim=self.dim, eps=self.eps)
+        return squash(s, self.dim, self.eps)
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}, eps={self.eps}"

@@ -21,32 +21,15 @@ TINY = CapsNetConfig(
     conv_channels=8, primary_channels=2, primary_dim=4, digit_dim=4, decoder_hidden=(16, 16)
 )
 
-#: Seconds each long scope (a test module, or a notebook, which runs in one kernel) took
-#: on one thread of the 2-core Zen 4 the README times. The two workers take scopes in
-#: collection order (pyproject.toml: --no-loadscope-reorder), so the longest go first
-#: and the short ones fill the end: neither worker waits long for the other. Only the
-#: order depends on these numbers; an unlisted scope counts as short.
-SCOPE_SECONDS = {
-    "tests/test_pretrained.py": 190,
-    "book/08_training.ipynb": 150,
-    "book/05_routing.ipynb": 90,
-    "book/09_what_capsules_learned.ipynb": 80,
-    "book/04_digit_capsules.ipynb": 40,
-    "book/01_why_capsules.ipynb": 39,
-    "tests/test_colab.py": 33,
-    "book/12_beyond_mnist.ipynb": 29,
-    "tests/test_campaign.py": 22,
-    "book/11_multimnist.ipynb": 20,
-    "tests/test_browser.py": 20,
-    "book/03_primary_capsules.ipynb": 19,
-    "tests/test_benchmarks.py": 17,
-    "tests/test_book.py": 16,
-}
-
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Longest scopes first (see :data:`SCOPE_SECONDS`); within a scope, the order stays."""
-    items.sort(key=lambda item: -SCOPE_SECONDS.get(item.nodeid.split("::")[0], 0))
+    """The cells of a notebook run in order in one kernel, so each notebook is one group
+    for pytest-xdist (``--dist loadgroup``); every other test is scheduled on its own.
+    xdist hands out the largest groups first: the notebooks, which take longest."""
+    for item in items:
+        path = item.nodeid.split("::")[0]
+        if path.endswith(".ipynb"):
+            item.add_marker(pytest.mark.xdist_group(path))
 
 
 if os.environ.get("PYTEST_XDIST_WORKER"):

@@ -3,14 +3,14 @@ import math
 import pytest
 import torch
 
-from capsnotes import CapsNet, dynamic_routing
-from capsnotes.analysis import (
+from capsbook.analysis import (
     PROPERTIES,
     dimension_effects,
     image_moments,
     perturb_dimensions,
     routing_statistics,
 )
+from capsnotes import CapsNet, dynamic_routing
 from capsnotes.data import ImageSet
 from tests.conftest import TINY
 
@@ -137,7 +137,7 @@ def test_dimension_effects_are_least_squares_slopes():
 
 
 def test_confusion_matrix_counts_true_against_predicted():
-    from capsnotes.analysis import confusion_matrix
+    from capsbook.analysis import confusion_matrix
 
     labels = torch.tensor([0, 0, 1, 2, 2, 2])
     predictions = torch.tensor([0, 1, 1, 2, 0, 2])

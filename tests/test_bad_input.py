@@ -8,6 +8,7 @@ import dataclasses
 import pytest
 import torch
 
+from capsbook.analysis import image_moments, perturb_dimensions, routing_statistics
 from capsnotes import (
     CapsNet,
     CapsNetConfig,
@@ -16,19 +17,18 @@ from capsnotes import (
     DynamicRouting,
     PrimaryCapsules,
     dynamic_routing,
-    load_pretrained,
     margin_loss,
     mask_capsules,
     reconstruction_loss,
     squash,
 )
 from capsnotes.__main__ import main
-from capsnotes.analysis import image_moments, perturb_dimensions, routing_statistics
 from capsnotes.checkpoint import load_checkpoint, load_model_state, save_checkpoint
 from capsnotes.config import TrainConfig, profile
-from capsnotes.data import ImageSet, batches, load_dataset, random_shift
-from capsnotes.devices import resolve_device
+from capsnotes.data import ImageSet, load_dataset, random_shift
 from capsnotes.evaluation import evaluate
+from capsnotes.fast.precision import resolve_device
+from capsnotes.pretrained import load_pretrained
 from tests.conftest import TINY
 
 CAPSULES = torch.rand(3, 10, 16)
@@ -136,7 +136,7 @@ CASES = {
     "routing, votes without a batch axis": (
         lambda: dynamic_routing(torch.rand(1152, 10, 16)),
         ValueError,
-        r"u_hat must be a floating-point torch.Tensor \[batch, in_caps, out_caps, out_dim\]",
+        r"u_hat must be a floating-point torch.Tensor \[batch, child, parent, dim\]",
     ),
     "routing, zero iterations": (
         lambda: dynamic_routing(torch.rand(1, 5, 3, 4), 0),
@@ -185,14 +185,14 @@ CASES = {
     ),
     # zero or negative sizes
     "batches of zero": (
-        lambda: next(batches(DIGITS, 0)),
+        lambda: next(DIGITS.batches(0)),
         ValueError,
-        "batch_size must be a positive int",
+        "batch_size must be >= 1",
     ),
     "a subset of zero": (
         lambda: DIGITS.subset(0),
         ValueError,
-        "subset size must be a positive int",
+        "subset size must be >= 1",
     ),
     "decoder with an empty hidden layer": (
         lambda: Decoder(hidden=(512, 0)),
@@ -232,7 +232,7 @@ CASES = {
     "train config, zero learning rate": (
         lambda: TrainConfig(learning_rate=0.0),
         ValueError,
-        "learning_rate must be positive",
+        r"learning_rate must lie in \(0, inf\)",
     ),
     "train config, fractional shift": (
         lambda: TrainConfig(max_shift=1.5),
@@ -249,15 +249,15 @@ CASES = {
         ValueError,
         "unknown dataset 'cifar10'; expected one of",
     ),
-    "evaluate, settings that are not a TrainConfig": (
+    "evaluate, an objective that is not a function": (
         lambda: evaluate(small_model(), DIGITS, {"eval_batch_size": 10}),
         TypeError,
-        "config must be a capsnotes.TrainConfig, got dict",
+        r"objective must be a function of \(output, \*batch\), got \{",
     ),
-    "evaluate, the configuration of another model": (
-        lambda: evaluate(small_model(), DIGITS, profile("cnn")),
+    "evaluate, batches of zero": (
+        lambda: evaluate(small_model(), DIGITS, batch_size=0),
         ValueError,
-        "a cnn configuration cannot score a CapsNet",
+        "batch_size must be >= 1",
     ),
     "train config, unknown architecture": (
         lambda: TrainConfig(architecture="resnet"),

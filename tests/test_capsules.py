@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from capsnotes import DigitCapsules, PrimaryCapsules, squash
-from capsnotes.primary_capsules import conv_output_size
+from capsnotes.capsules import conv_output_size
 
 
 def test_primary_capsules_shape_and_count():

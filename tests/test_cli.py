@@ -1,6 +1,6 @@
 """The command line: options made from the dataclasses, the shipped models' commands still
-meaning what they meant, clear errors, a real run through it — in process, except one
-subprocess run, which is how the allocator restart can be seen."""
+meaning what they meant, clear errors, a real run through it (in process, and once as a
+process of its own)."""
 
 import dataclasses
 import json
@@ -9,15 +9,13 @@ import subprocess
 import sys
 
 import pytest
-import torch
 
-from capsnotes import TrainConfig, evaluate, load_pretrained
 from capsnotes.__main__ import main, train_config
 from capsnotes.checkpoint import load_checkpoint
-from capsnotes.config import PROFILES
+from capsnotes.config import PROFILES, TrainConfig, build_model
 from capsnotes.data import load_dataset
-from capsnotes.pretrained import PRETRAINED
-from capsnotes.run import build_model
+from capsnotes.evaluation import evaluate
+from capsnotes.pretrained import PRETRAINED, load_pretrained
 from tests.conftest import REPO, TINY
 
 #: a tiny CapsNet through the command line's model options
@@ -75,16 +73,25 @@ def test_every_field_is_an_option_with_its_help(capsys):
     for field in dataclasses.fields(TrainConfig):
         if field.name != "model":
             assert f"--{field.name.replace('_', '-')}" in text, field.name
-            assert field.metadata["help"].split()[0] in text
     for field in dataclasses.fields(TINY):
         assert f"--{field.name.replace('_', '-')}" in text, field.name
-    for word in ("quick", "paper", "history.json", "resumes", "--out"):
+    for word in ("quick", "paper", "history.json", "resumes", "--out", "Adam's initial"):
         assert word in text
 
 
 def test_options_override_the_profile_and_are_recorded():
     name, config, run_options, overrides = train_config(
-        ["--profile", "quick", "--out", "x", "--epochs", "3", "--lr", "0.002", *TINY_OPTIONS]
+        [
+            "--profile",
+            "quick",
+            "--out",
+            "x",
+            "--epochs",
+            "3",
+            "--learning-rate",
+            "0.002",
+            *TINY_OPTIONS,
+        ]
     )
     assert name == "quick" and str(run_options.out) == "x"
     assert config == dataclasses.replace(
@@ -92,9 +99,9 @@ def test_options_override_the_profile_and_are_recorded():
     )
     assert overrides["epochs"] == 3 and overrides["learning_rate"] == 0.002
     assert overrides["model"]["conv_channels"] == TINY.conv_channels
-    # another architecture brings its own model options
-    _, cnn, _, _ = train_config(["--profile", "quick", "--out", "x", "--architecture", "cnn"])
-    assert cnn.architecture == "cnn" and type(cnn.model).__name__ == "ConvNetConfig"
+    # another architecture is another profile's: the CNN's model options come with it
+    _, cnn, _, _ = train_config(["--profile", "cnn", "--out", "x", "--channels", "8", "8", "4"])
+    assert cnn.architecture == "cnn" and cnn.model.channels == (8, 8, 4)
 
 
 def exit_code(argv: list[str]) -> int:
@@ -112,6 +119,7 @@ def test_bad_values_get_the_configuration_s_errors(tmp_path, capsys):
         ("--batch-size", "-4", "batch_size must be a positive int, got -4"),
         ("--routing-iterations", "0", "routing_iterations must be a positive int, got 0"),
         ("--max-shift", "-1", "max_shift must be >= 0"),
+        ("--architecture", "cnn", "a cnn run needs model=ConvNetConfig(...), got CapsNetConfig"),
         ("--epochs", "two", "--epochs"),
     ):
         assert exit_code(["train", "--profile", "quick", "--out", str(out), option, value]) == 2
@@ -138,7 +146,6 @@ def test_bad_values_get_the_configuration_s_errors(tmp_path, capsys):
             str(out),
             "--data-root",
             str(nodata),
-            "--default-allocator",
         ]
     )
     assert code == 2 and "CAPSNOTES_DATA" in capsys.readouterr().err
@@ -160,7 +167,6 @@ def test_a_tiny_run_through_the_command_line_records_how_it_was_made(tmp_path, m
         "--device",
         "cpu",
         "--no-progress",
-        "--default-allocator",
         "--data-root",
         str(mnist_root),
         *options,
@@ -177,7 +183,7 @@ def test_a_tiny_run_through_the_command_line_records_how_it_was_made(tmp_path, m
     model = build_model(config)
     model.load_state_dict(checkpoint.result_state)
     test_set = load_dataset("mnist", False, mnist_root).subset(50, seed=0)
-    assert evaluate(model, test_set, config)["accuracy"] == history["test_accuracy"]
+    assert evaluate(model, test_set)["accuracy"] == history["test_accuracy"]
     capsys.readouterr()
     assert (
         main(
@@ -199,13 +205,10 @@ def test_a_tiny_run_through_the_command_line_records_how_it_was_made(tmp_path, m
 
 
 @pytest.mark.slow
-def test_train_restarts_itself_to_keep_freed_memory(tmp_path, mnist_root):
-    """The one real process: ``train`` restarts itself once with glibc's malloc tunables
-    and records it; the test process is left alone."""
-    from capsnotes.allocator import RETAINING_TUNABLES, allocator_setting
-
-    before = allocator_setting()
-    out = tmp_path / "retained"
+def test_a_run_as_a_process_of_its_own_records_what_it_chose(tmp_path, mnist_root):
+    """``python -m capsnotes train`` in a process: the fast paths, and on a CPU the
+    convolution and precision its timing chose."""
+    out = tmp_path / "process"
     result = run(
         "train",
         "--profile",
@@ -226,10 +229,6 @@ def test_train_restarts_itself_to_keep_freed_memory(tmp_path, mnist_root):
     )
     assert result.returncode == 0, result.stderr
     (details,) = json.loads((out / "history.json").read_text())["session_details"]
-    if sys.platform.startswith("linux") and before == "glibc defaults":
-        assert details["allocator"] == f"GLIBC_TUNABLES={RETAINING_TUNABLES}"
     assert details["fast_paths"] is True and details["routing"] == "fused"
     chosen = f"{details['convolution']}, {details['precision']}"
     assert details["step_seconds"][chosen] == min(details["step_seconds"].values())
-    assert allocator_setting() == before
-    assert torch.get_num_threads() >= 1

@@ -5,7 +5,7 @@ import pytest
 import torch
 import torchvision
 
-from capsnotes.data import ImageSet, batches, data_root, load_dataset, random_shift
+from capsnotes.data import ImageSet, data_root, load_dataset, random_shift
 from tests.conftest import make_tiny_dataset
 
 
@@ -95,20 +95,18 @@ def test_imageset_checks_and_subset():
 
 def test_batches_cover_everything_once():
     data = ImageSet(torch.zeros(10, 1, 2, 2, dtype=torch.uint8), torch.arange(10), ())
-    seen = torch.cat([labels for _, labels in batches(data, 3)])
+    seen = torch.cat([labels for _, labels in data.batches(3)])
     assert torch.equal(seen, torch.arange(10))
     generator = torch.Generator().manual_seed(0)
-    shuffled = torch.cat(
-        [labels for _, labels in batches(data, 4, shuffle=True, generator=generator)]
-    )
+    shuffled = torch.cat([labels for _, labels in data.batches(4, True, generator=generator)])
     assert sorted(shuffled.tolist()) == list(range(10)) and not torch.equal(
         shuffled, torch.arange(10)
     )
-    assert [len(y) for _, y in batches(data, 4, drop_last=True)] == [4, 4]
-    images, _ = next(batches(data, 4))
+    assert [len(y) for _, y in data.batches(4)] == [4, 4, 2]
+    images, _ = next(data.batches(4))
     assert images.dtype == torch.float32 and images.shape == (4, 1, 2, 2)
     with pytest.raises(ValueError, match="batch_size"):
-        next(batches(data, 0))
+        next(data.batches(0))
 
 
 def test_random_shift_moves_each_image_by_at_most_two_pixels_with_zero_fill():

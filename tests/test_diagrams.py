@@ -7,8 +7,7 @@ import re
 import pytest
 import torch
 
-from capsnotes import CapsNet, dynamic_routing
-from capsnotes.diagrams import (
+from capsbook.diagrams import (
     architecture,
     decoder_with_mask,
     most_routed_child,
@@ -16,6 +15,7 @@ from capsnotes.diagrams import (
     routing_of_one_child,
     shape_text,
 )
+from capsnotes import CapsNet, dynamic_routing
 from tests.conftest import TINY
 
 

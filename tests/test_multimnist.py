@@ -2,13 +2,15 @@
 way of counting errors; the one objective, reused."""
 
 import dataclasses
+import functools
 
 import pytest
 import torch
 
 from capsnotes import CapsNet, capsnet_loss
 from capsnotes.data import ImageSet
-from capsnotes.multimnist import PairedCapsNet, both_right, evaluate_pairs, make_pairs, pair_loss
+from capsnotes.evaluation import evaluate
+from capsnotes.multimnist import PairedCapsNet, both_right, make_pairs, pair_loss
 from tests.conftest import TINY
 
 TINY_PAIRS = dataclasses.replace(TINY, image_size=36)
@@ -35,12 +37,12 @@ def test_the_paired_model_draws_each_label_and_trains_on_the_one_objective():
     torch.manual_seed(0)
     model = PairedCapsNet(TINY_PAIRS)
     pairs = make_pairs(_digits(), 4, seed=2)
-    images, parts, labels = next(pairs.batches(4))
+    images, labels, parts = next(pairs.batches(4))
     out = model(images, labels)
     assert out.reconstructions.shape == (4, 2, 1, 36, 36) and out.predictions.shape == (4, 2)
     first = model.decoder(out.capsules, labels[:, 0]).view(4, 1, 36, 36)
     torch.testing.assert_close(out.reconstructions[:, 0], first)
-    loss = pair_loss(out, parts, labels)
+    loss = pair_loss(out, images, labels, parts)
     presence = torch.zeros(4, 10)
     presence[torch.arange(4)[:, None], labels] = 1
     expected = capsnet_loss(out, parts, presence)
@@ -61,10 +63,11 @@ def test_one_pair_per_digit_when_no_count_is_given():
     digits = _digits(30)
     pairs = make_pairs(digits, seed=3)
     assert len(pairs) == 30
-    assert torch.equal(pairs.labels[:, 0], digits.labels)  # every digit is a first digit once
-    # each part is its digit, shifted by at most 4 pixels: the same ink
-    ink = digits.images.flatten(1).sum(1)
-    assert torch.equal(pairs.parts[:, 0].flatten(1).sum(1), ink)
+    # every digit is in a pair of its own, shifted by at most 4 pixels: the same ink
+    mine = pairs.labels == digits.labels[:, None]  # [30, 2]: which part is digit n
+    assert torch.equal(mine.sum(1), torch.ones(30, dtype=torch.int64))
+    ink = pairs.parts.flatten(2).sum(2)[mine]
+    assert torch.equal(ink, digits.images.flatten(1).sum(1))
 
 
 def test_the_paired_model_is_a_capsnet_with_the_same_weights():
@@ -76,14 +79,24 @@ def test_the_paired_model_is_a_capsnet_with_the_same_weights():
     torch.testing.assert_close(paired.encode(images), plain.encode(images))
 
 
-def test_evaluate_pairs_counts_an_example_wrong_unless_both_digits_are_found():
+def test_evaluate_counts_a_pair_right_only_when_both_digits_are_found():
     torch.manual_seed(0)
     model = PairedCapsNet(TINY_PAIRS)
     pairs = make_pairs(_digits(), 50, seed=4)
-    scores = evaluate_pairs(model, pairs, batch_size=16)
+    objective = functools.partial(pair_loss, reconstruction_weight=0.0005)
+    scores = evaluate(model, pairs, objective, batch_size=16)
     with torch.no_grad():
         predictions = model(pairs.images.float() / 255).predictions
-    expected = 1 - both_right(predictions, pairs.labels).float().mean().item()
-    assert scores["count"] == 50 and scores["error"] == pytest.approx(expected)
-    assert set(scores) == {"error", "count", "margin_loss", "reconstruction_loss"}
+    expected = both_right(predictions, pairs.labels).float().mean().item()
+    assert scores["count"] == 50 and scores["accuracy"] == pytest.approx(expected)
+    assert set(scores) == {"accuracy", "count", "margin_loss", "reconstruction_loss"}
     assert model.training  # left as it was
+
+
+def test_pairs_keep_the_smaller_class_first_with_its_digit():
+    digits = _digits(30)
+    pairs = make_pairs(digits, 20, seed=5)
+    assert (pairs.labels[:, 0] < pairs.labels[:, 1]).all()
+    for n in range(20):  # the digit drawn first carries the first label's ink
+        first = digits.images[digits.labels == pairs.labels[n, 0]].flatten(1).sum(1)
+        assert pairs.parts[n, 0].sum() in first

@@ -18,15 +18,16 @@ import numpy as np
 import pytest
 import torch
 
-from capsnotes import CapsNet, CapsNetConfig, load_pretrained
+from capsnotes import CapsNet, CapsNetConfig
 from capsnotes.config import profile
 from capsnotes.convnet import ConvNet
 from capsnotes.data import ImageSet
 from capsnotes.files import file_sha256
 from capsnotes.multimnist import PairedCapsNet, make_pairs
-from capsnotes.pretrained import PRETRAINED, WEIGHTS_DIR, pretrained_files, save_pretrained
+from capsnotes.pretrained import PRETRAINED, WEIGHTS_DIR, load_pretrained, pretrained_files
 from capsnotes.train import train
 from tests.conftest import REPO, TINY, make_tiny_dataset
+from tools.ship_pretrained import save_pretrained
 
 
 def read_idx(path: Path) -> np.ndarray:
@@ -72,7 +73,7 @@ def test_shipped_models_carry_their_provenance(name):
 
 def test_the_mnist_capsnet_is_the_paper_model():
     _, history = load_pretrained("mnist")
-    assert history["train_config"]["model"] == CapsNetConfig().to_dict() | {
+    assert history["train_config"]["model"] == dataclasses.asdict(CapsNetConfig()) | {
         "decoder_hidden": [512, 1024]
     }
     assert history["provenance"]["profile"] == "paper"
@@ -111,7 +112,7 @@ def test_the_multimnist_capsnet_carries_its_provenance():
 def test_an_independent_evaluator_confirms_the_multimnist_error(mnist_root):
     """The 10,000 test pairs regenerated from the record's seed out of test digits read
     here without capsnotes.data; the paper's count (the two longest capsules are not the
-    two classes) done here, not by evaluate_pairs: within 0.2 points of the record."""
+    two classes) done here, not by capsnotes.evaluation: within 0.2 points of the record."""
     record = json.loads((REPO / "book" / "results" / "multimnist.json").read_text())
     raw = mnist_root / "MNIST" / "raw"
     images = torch.from_numpy(read_idx(raw / "t10k-images-idx3-ubyte").copy())[:, None]
@@ -159,9 +160,10 @@ def test_an_independent_evaluator_confirms_the_accuracy(name, mnist_root):
 def test_the_wheel_carries_the_weights(tmp_path):
     # build from a copy, so that setuptools' build/ folder is not left in the repository
     source = tmp_path / "source"
-    shutil.copytree(
-        REPO / "capsnotes", source / "capsnotes", ignore=shutil.ignore_patterns("__pycache__")
-    )
+    for package in ("capsnotes", "book/capsbook"):
+        shutil.copytree(
+            REPO / package, source / package, ignore=shutil.ignore_patterns("__pycache__")
+        )
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         if (REPO / name).exists():
             shutil.copy2(REPO / name, source / name)
@@ -188,6 +190,7 @@ def test_the_wheel_carries_the_weights(tmp_path):
     for name in PRETRAINED:
         for path in pretrained_files(name):
             assert f"capsnotes/weights/{path.name}" in names
+    assert "capsbook/plots.py" in names and "capsnotes/fast/routing.py" in names
 
 
 @pytest.fixture(scope="module")

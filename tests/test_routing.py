@@ -136,7 +136,7 @@ def test_bad_input():
         dynamic_routing(u_hat, iterations=2.0)
     with pytest.raises(TypeError, match="int >= 1"):
         dynamic_routing(u_hat, iterations=True)
-    with pytest.raises(ValueError, match=r"\[batch, in_caps, out_caps, out_dim\]"):
+    with pytest.raises(ValueError, match=r"\[batch, child, parent, dim\]"):
         dynamic_routing(torch.randn(6, 3, 4))
     with pytest.raises(TypeError, match="floating-point"):
         dynamic_routing(torch.ones(2, 6, 3, 4, dtype=torch.int32))

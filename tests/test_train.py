@@ -1,4 +1,5 @@
-"""Real training on real MNIST (short), resuming, and the trainer's checks."""
+"""The trainer: a run built from its configuration (plain or fast), real training on
+real MNIST (short) for one digit and for two, resuming, and the configuration's checks."""
 
 import dataclasses
 import json
@@ -6,13 +7,17 @@ import json
 import pytest
 import torch
 
-from capsnotes import CapsNetConfig
-from capsnotes.checkpoint import load_checkpoint
-from capsnotes.config import PROFILES, TrainConfig, profile
+from capsnotes import CapsNet, CapsNetConfig, DigitCapsules
+from capsnotes.checkpoint import load_checkpoint, save_checkpoint
+from capsnotes.config import PROFILES, TrainConfig, build_model, load_run_data, profile
+from capsnotes.convnet import ConvNet
 from capsnotes.data import load_dataset
 from capsnotes.evaluation import evaluate
-from capsnotes.run import build_model
-from capsnotes.train import train
+from capsnotes.fast.convolution import MatmulConv2d
+from capsnotes.fast.routing import FusedDigitCapsules
+from capsnotes.multimnist import PairedCapsNet
+from capsnotes.step import TrainingStep
+from capsnotes.train import build_run, choose_implementation, train
 from tests.conftest import TINY
 
 #: how the runs compared here compute, so that timing cannot choose differently for each
@@ -189,7 +194,7 @@ def test_train_config_checks_and_round_trip():
         TrainConfig(epochs=0)
     with pytest.raises(ValueError, match="train_size"):
         TrainConfig(train_size=0)
-    with pytest.raises(ValueError, match="lr_decay"):
+    with pytest.raises(ValueError, match=r"lr_decay must lie in \(0, 1\]"):
         TrainConfig(lr_decay=1.5)
     with pytest.raises(ValueError, match="learning_rate"):
         TrainConfig(learning_rate=-1.0)
@@ -208,3 +213,126 @@ def test_profiles_are_what_the_book_says():
     assert cnn.architecture == paper_cnn.architecture == "cnn"
     assert cnn.max_shift == paper.max_shift and cnn.train_size is None
     assert paper_cnn.epochs == paper.epochs and paper_cnn.lr_decay == paper.lr_decay
+    pairs = PROFILES["multimnist"]
+    assert pairs.architecture == "capsnet-pairs" and pairs.model.image_size == 36
+    assert pairs.max_shift == 4
+
+
+def test_the_reference_run_is_plain_pytorch():
+    run = build_run(TrainConfig(model=TINY), "cpu", fast=False)
+    assert type(run.model) is CapsNet and type(run.model.digits) is DigitCapsules
+    assert type(run.model.conv1) is torch.nn.Conv2d
+    assert not run.optimizer.defaults["fused"]
+    assert type(run.step) is TrainingStep and run.average is None and run.step.scaler is None
+    assert run.result_model is run.model
+    assert run.details == {
+        "fast_paths": False,
+        "optimizer": "Adam",
+        "cuda_graphs": False,
+        "precision": "float32",
+    }
+
+
+def test_a_fast_cpu_run_times_the_convolutions_on_the_sample():
+    config = TrainConfig(model=TINY, weight_averaging=0.9)
+    sample = (torch.rand(4, 1, 28, 28), torch.tensor([0, 1, 2, 3]))
+    run = build_run(config, "cpu", sample=sample)
+    assert isinstance(run.model.digits, FusedDigitCapsules) and run.details["routing"] == "fused"
+    timed = run.details["step_seconds"]
+    assert {"native, float32", "matmul, float32"} <= set(timed)
+    chosen = f"{run.details['convolution']}, {run.details['precision']}"
+    assert timed[chosen] == min(timed.values())
+    assert (run.step.precision is None) == (run.details["precision"] == "float32")
+    matmul = run.details["convolution"] == "matmul"
+    assert isinstance(run.model.primary.conv, MatmulConv2d) is matmul
+    assert run.optimizer.defaults["fused"] and run.details["optimizer"] == "Adam, fused"
+    assert run.result_model is run.average.model
+    # an explicit choice overrides the measured one
+    forced = build_run(
+        config,
+        "cpu",
+        sample=sample,
+        implementation={"convolution": "matmul", "precision": "bfloat16"},
+    )
+    assert (
+        isinstance(forced.model.conv1, MatmulConv2d) and forced.details["convolution"] == "matmul"
+    )
+    assert forced.step.precision is torch.bfloat16 and forced.details["precision"] == "bfloat16"
+    with pytest.raises(KeyError):
+        build_run(config, "cpu", sample=sample, implementation={"precision": "float8"})
+
+
+def test_the_model_is_seeded_by_the_configuration_only():
+    config = TrainConfig(model=TINY, seed=7)
+    torch.manual_seed(123)
+    state = torch.random.get_rng_state()
+    a, b = (
+        build_model(config),
+        build_run(config, "cpu", implementation={"convolution": "matmul"}).model,
+    )
+    assert torch.equal(torch.random.get_rng_state(), state)
+    for (name, x), y in zip(a.state_dict().items(), b.state_dict().values()):
+        assert torch.equal(x, y), name
+    assert isinstance(build_model(profile("cnn")), ConvNet)
+    assert isinstance(build_model(profile("multimnist")), PairedCapsNet)
+
+
+def test_implementation_choices_without_timing():
+    cpu = torch.device("cpu")
+    assert choose_implementation(profile("cnn"), cpu, None) == {"precision": "float32"}
+    capsnet = TrainConfig(model=TINY)
+    assert choose_implementation(capsnet, cpu, None) == {
+        "routing": "fused",
+        "convolution": "native",
+        "precision": "float32",
+    }
+
+
+def test_the_run_state_round_trips_through_a_checkpoint(tmp_path):
+    config = TrainConfig(model=TINY, weight_averaging=0.5)
+    run = build_run(config, "cpu", fast=False)
+    run.step((torch.rand(4, 1, 28, 28), torch.tensor([0, 1, 2, 3])))
+    run.scheduler.step()
+    save_checkpoint(tmp_path / "c.safetensors", metadata={}, **run.state())
+    other = build_run(config, "cpu", fast=False)
+    other.load(load_checkpoint(tmp_path / "c.safetensors"))
+    assert other.optimizer.param_groups[0]["lr"] == pytest.approx(
+        run.optimizer.param_groups[0]["lr"]
+    )
+    for a, b in zip(run.average.model.parameters(), other.average.model.parameters()):
+        assert torch.equal(a, b)
+    save_checkpoint(
+        tmp_path / "n.safetensors", run.model.state_dict(), {}, run.optimizer.state_dict()
+    )
+    with pytest.raises(ValueError, match="no averaged weights"):
+        other.load(load_checkpoint(tmp_path / "n.safetensors"))
+
+
+@pytest.mark.slow
+def test_multimnist_trains_through_the_same_trainer(mnist_root, tmp_path):
+    """Two overlapping digits: new pairs every epoch, the pair objective, both digits
+    counted, a resumable run (as for one digit)."""
+    tiny = dataclasses.replace(TINY, image_size=36)
+    config = profile(
+        "multimnist",
+        epochs=2,
+        batch_size=16,
+        train_size=64,
+        test_size=40,
+        model=dataclasses.asdict(tiny),
+    )
+    result = train(config, tmp_path, data_root=mnist_root, progress=False)
+    first, second = result.history["epochs"]
+    assert set(first) >= {"margin_loss", "reconstruction_loss", "test_accuracy", "train_accuracy"}
+    assert first["test_count"] == 40 and len(first["step_margin_loss"]) == 4
+    assert isinstance(result.model, PairedCapsNet)
+    # each epoch saw new pairs: the same seed and epoch give the same ones again
+    train_data, test_data = load_run_data(config, "cpu", mnist_root)
+    generator = torch.Generator().manual_seed(5)
+    one = next(train_data.batches(8, generator=generator))
+    again = next(train_data.batches(8, generator=torch.Generator().manual_seed(5)))
+    assert all(torch.equal(a, b) for a, b in zip(one, again))
+    assert one[1].shape == (8, 2) and one[2].shape == (8, 2, 1, 36, 36)
+    assert (one[1][:, 0] < one[1][:, 1]).all()
+    scored = evaluate(result.model, test_data)
+    assert scored["accuracy"] == pytest.approx(second["test_accuracy"])

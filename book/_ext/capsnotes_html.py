@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from capsbook.explorer import DATA_FILE, weights_script
-
 from capsnotes.files import atomic_write_bytes
 from capsnotes.pretrained import load_pretrained
 

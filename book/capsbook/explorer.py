@@ -34,11 +34,10 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from capsnotes.analysis import PROPERTIES, dimension_effects
+from capsbook.analysis import PROPERTIES, dimension_effects
+from capsnotes import CapsNet, __version__
 from capsnotes.data import ImageSet
 from capsnotes.evaluation import evaluate
-from capsnotes.model import CapsNet
-from capsnotes.version import __version__
 
 __all__ = [
     "DATA_FILE",

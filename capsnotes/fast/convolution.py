@@ -1,22 +1,12 @@
-"""Fast kernels: tested variants that compute exactly what the reference code computes.
+"""The convolutions as matrix products: :class:`MatmulConv2d`, an ``nn.Conv2d`` with the
+same parameters and results that trains through ``im2col`` and one matrix product per
+pass (forward, weight gradient, input gradient).
 
-The chapters teach ``nn.Conv2d`` and :func:`capsnotes.dynamic_routing`. A model can be
-built with the variants here instead (``CapsNet(config, routing=fused_dynamic_routing,
-convolution=MatmulConv2d)``); which is faster on a machine is decided by
-:mod:`capsnotes.tuning`, which also maps the names the configurations use to them. Both
-are tested against the reference (``tests/test_kernels.py``):
-
-* :class:`MatmulConv2d` — on a CPU, a training step of CapsNet is dominated by the 9×9
-  stride-2 primary-capsule convolution, and on some CPUs oneDNN's backward kernels for it
-  run far below the machine's matrix-multiply rate. Lowering the convolution to
-  ``im2col`` plus one matrix product per pass (forward, weight gradient, input gradient)
-  runs all three at that rate.
-* :func:`fused_dynamic_routing` — routing by agreement with a hand-written backward.
-  Autograd through Procedure 1 writes one ``[batch, child, parent, dim]`` gradient per
-  iteration and adds them up; the backward here collects every contribution to the
-  gradient of the votes as a rank-``(2r - 1)`` product and writes that tensor once.
-
-Measured effects are in the Performance chapter and ``benchmarks/``.
+On a CPU, a training step of CapsNet is dominated by the 9×9 stride-2 primary-capsule
+convolution, and on some CPUs oneDNN's backward kernels for it run far below the
+machine's matrix-multiply rate; as matrix products all three passes run at that rate.
+Whether that is faster on a machine is timed (:mod:`capsnotes.fast.cpu`). Hand-written:
+torch has no im2col convolution whose backward is matrix products.
 """
 
 from __future__ import annotations
@@ -24,12 +14,6 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-
-from .checks import check_iterations
-from .routing import dynamic_routing
-from .squash import squash
-
-__all__ = ["MatmulConv2d", "conv2d_as_matmul", "fused_dynamic_routing", "patches"]
 
 
 def patches(x: Tensor, kernel_size: int, stride: int) -> Tensor:
@@ -159,81 +143,30 @@ class MatmulConv2d(nn.Conv2d):
 
     def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
         super().__init__(*args, **kwargs)
-        self._check_supported()
-
-    def _check_supported(self) -> None:
         if not _matmul_conv_supports(self):
             raise ValueError(
                 "MatmulConv2d supports square, unpadded, undilated, ungrouped convolutions"
             )
 
+    @classmethod
+    def like(cls, conv: nn.Conv2d) -> MatmulConv2d:
+        """A MatmulConv2d that shares ``conv``'s parameters."""
+        fast = cls(
+            conv.in_channels,
+            conv.out_channels,
+            conv.kernel_size,
+            conv.stride,
+            conv.padding,
+            conv.dilation,
+            conv.groups,
+            conv.bias is not None,
+            conv.padding_mode,
+            device="meta",
+        )
+        fast.weight, fast.bias = conv.weight, conv.bias
+        return fast
+
     def forward(self, x: Tensor) -> Tensor:
         if torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad):
             return conv2d_as_matmul(x, self.weight, self.bias, self.stride[0])
         return F.conv2d(x, self.weight, self.bias, self.stride)
-
-
-class _FusedRouting(torch.autograd.Function):
-    """Procedure 1 with a backward derived by hand (see :func:`fused_dynamic_routing`)."""
-
-    @staticmethod
-    @torch.amp.custom_fwd(device_type="cuda")
-    def forward(ctx, u_hat: Tensor, iterations: int) -> Tensor:  # noqa: ANN001
-        votes = u_hat.transpose(1, 2).contiguous()  # V: [B, O, I, D]
-        batch, parents, children, _ = votes.shape
-        logits = votes.new_zeros(batch, parents, children)  # b, laid out [B, O, I]
-        saved: list[Tensor] = []
-        for iteration in range(iterations):
-            coupling = logits.softmax(dim=1)  # over the parents
-            s = (coupling.unsqueeze(2) @ votes).squeeze(2)  # [B, O, D]
-            v = squash(s)
-            saved += [coupling, s, v]
-            if iteration + 1 < iterations:
-                logits = logits + (v.unsqueeze(2) @ votes.transpose(2, 3)).squeeze(2)
-        ctx.iterations = iterations
-        ctx.save_for_backward(votes, *saved)
-        return v
-
-    @staticmethod
-    @torch.amp.custom_bwd(device_type="cuda")
-    def backward(ctx, grad_v: Tensor):  # noqa: ANN001, ANN205
-        votes, *saved = ctx.saved_tensors
-        r = ctx.iterations
-        grad_logits = None  # dL/db of the logits after iteration t
-        weights: list[Tensor] = []  # dL/dV = Σ_k weights[k] ⊗ vectors[k]
-        vectors: list[Tensor] = []
-        for t in reversed(range(r)):
-            coupling, s, v = saved[3 * t : 3 * t + 3]
-            if t == r - 1:
-                grad_out = grad_v
-            else:
-                # b_{t+1} = b_t + V·v_t: v_t receives Σ_i gb_i V_i, V receives gb ⊗ v_t
-                grad_out = (grad_logits.unsqueeze(2) @ votes).squeeze(2)
-                weights.append(grad_logits)
-                vectors.append(v)
-            with torch.enable_grad():
-                s_leaf = s.detach().requires_grad_()
-                (grad_s,) = torch.autograd.grad(squash(s_leaf), s_leaf, grad_out)
-            # s_t = Σ_i c_i V_i: c receives V·gs, V receives c ⊗ gs
-            grad_coupling = (grad_s.unsqueeze(2) @ votes.transpose(2, 3)).squeeze(2)  # [B, O, I]
-            weights.append(coupling)
-            vectors.append(grad_s)
-            # softmax over the parents (dim 1), backwards
-            grad_b = coupling * (grad_coupling - (coupling * grad_coupling).sum(1, keepdim=True))
-            grad_logits = grad_b if grad_logits is None else grad_logits + grad_b
-        # One product writes the whole gradient of the votes: [B,O,I,K] @ [B,O,K,D]
-        grad_votes = torch.stack(weights, dim=-1) @ torch.stack(vectors, dim=-2)
-        return grad_votes.transpose(1, 2), None
-
-
-def fused_dynamic_routing(
-    u_hat: Tensor, iterations: int = 3, return_coupling: bool = False
-) -> Tensor | tuple[Tensor, Tensor]:
-    """:func:`capsnotes.dynamic_routing` with a hand-written backward: the same values
-    and the same gradients (tested in float64), fewer passes over the votes.
-
-    With ``return_coupling`` it defers to the reference implementation.
-    """
-    if return_coupling or u_hat.dim() != 4 or not u_hat.is_floating_point():
-        return dynamic_routing(u_hat, iterations, return_coupling)
-    return _FusedRouting.apply(u_hat, check_iterations(iterations))

@@ -28,18 +28,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 from torch import Tensor, nn
 
-from .model import CapsNet
-from .routing import dynamic_routing
-
-__all__ = [
-    "Diagram",
-    "architecture",
-    "decoder_with_mask",
-    "most_routed_child",
-    "primary_grouping",
-    "routing_of_one_child",
-    "shape_text",
-]
+from capsnotes import CapsNet, dynamic_routing
 
 #: Colours of the diagrams (those of capsnotes.plots).
 BLUE, ORANGE, GREEN, GREY = "#0072B2", "#D55E00", "#009E73", "#777777"

@@ -6,31 +6,24 @@
 * :func:`image_moments` and :func:`dimension_effects` — what each dimension of a digit
   capsule does to the decoder's image, in measured units: ink, width, height, slant
   and position (chapters 7 and 9, the paper's Figure 4).
+* :func:`training_flops` — the arithmetic of one training step, counted by torch's
+  ``FlopCounterMode`` (chapters 3 and 12, the benchmarks).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
+from torch.utils.flop_counter import FlopCounterMode
 
-from .checks import check_class_indices
-from .data import ImageSet, batches
-from .model import CapsNet
-from .routing import dynamic_routing
-
-__all__ = [
-    "PROPERTIES",
-    "confusion_matrix",
-    "RoutingStatistics",
-    "dimension_effects",
-    "image_moments",
-    "perturb_dimensions",
-    "routing_statistics",
-]
+from capsnotes import CapsNet, capsnet_loss, checks
+from capsnotes.data import ImageSet
+from capsnotes.fast.routing import route_parents_first
 
 
 @dataclass
@@ -74,8 +67,10 @@ def routing_statistics(
     """Route every image of ``data`` with each number of iterations in ``iterations``,
     using ``model``'s votes (the model itself is not changed).
 
-    Routing is deterministic, so the couplings of iteration ``t`` are the last couplings
-    of a run with ``r = t``; every ``r`` up to ``max(iterations)`` is run once per batch.
+    Routing is deterministic, so iteration ``t`` of a run with ``max(iterations)``
+    iterations uses the couplings, and ends with the outputs, of a run with ``r = t``: one
+    run per batch measures every ``r`` (with the votes laid out parents first, as
+    :mod:`capsnotes.fast.routing` routes them; the same values as the paper's layout).
     """
     if not iterations or any(isinstance(r, bool) or not isinstance(r, int) for r in iterations):
         raise TypeError(f"iterations must be a non-empty sequence of ints, got {iterations!r}")
@@ -92,19 +87,17 @@ def routing_statistics(
     weighted_top = torch.zeros(deepest, dtype=torch.float64)
     children = 0
     weight_total = 0.0
-    for images, labels in batches(data.to(device), batch_size):
+    for images, labels in data.to(device).batches(batch_size):
         u = model.primary_capsules(images)  # [B, I, D_in]
-        u_hat = model.digits.votes(u)  # [B, I, O, D]
-        # stored [B, O, I, D], the layout routing reads, once for all r (same values)
-        u_hat = u_hat.transpose(1, 2).contiguous().transpose(1, 2)
+        votes = model.digits.votes(u).transpose(1, 2).contiguous()  # [B, O, I, D]
         lengths = u.norm(dim=-1)  # [B, I]
-        for r in range(1, deepest + 1):
-            v, c = dynamic_routing(u_hat, r, return_coupling=True)
-            h = torch.special.entr(c).sum(dim=-1)  # [B, I]
+        _, passes = route_parents_first(votes, deepest)
+        for r, (c, _, v) in enumerate(passes, start=1):  # c: [B, O, I]
+            h = torch.special.entr(c).sum(dim=1)  # [B, I]
             entropy[r - 1] += h.sum().item()
             weighted[r - 1] += (h * lengths).sum().item()
-            top[r - 1] += c.amax(dim=-1).sum().item()
-            weighted_top[r - 1] += (c.amax(dim=-1) * lengths).sum().item()
+            top[r - 1] += c.amax(dim=1).sum().item()
+            weighted_top[r - 1] += (c.amax(dim=1) * lengths).sum().item()
             if r in correct:
                 longest, predictions = v.norm(dim=-1).max(dim=1)
                 if r == fewest:
@@ -241,7 +234,29 @@ def dimension_effects(
 
 def confusion_matrix(predictions: Tensor, labels: Tensor, num_classes: int) -> Tensor:
     """Counts ``[num_classes, num_classes]``: row = true class, column = prediction."""
-    check_class_indices("labels", labels, num_classes)
-    check_class_indices("predictions", predictions, num_classes, batch=labels.shape[0])
+    checks.class_indices("labels", labels, num_classes)
+    checks.class_indices("predictions", predictions, num_classes, batch=labels.shape[0])
     flat = labels.long() * num_classes + predictions.long()
     return torch.bincount(flat, minlength=num_classes**2).view(num_classes, num_classes)
+
+
+def training_flops(
+    model: nn.Module, batch: Sequence[Tensor], objective: Callable[..., Any] = capsnet_loss
+) -> dict[str, int]:
+    """Floating-point operations of one forward and backward pass of ``model`` on
+    ``batch`` (``(images, labels, ...)``) with ``objective``, per image, by module
+    (``"conv1"``, ``"primary"``, ...; ``"total"``), as torch's ``FlopCounterMode`` counts
+    them: two per multiply-add of every convolution and matrix product, nothing for
+    element-wise work."""
+    counter = FlopCounterMode(display=False)
+    with counter:
+        objective(model(batch[0], batch[1]), *batch).total.backward()
+    counts = counter.get_flop_counts()
+    name = type(model).__name__
+    per_module = {
+        key.removeprefix(f"{name}."): sum(ops.values())
+        for key, ops in counts.items()
+        if key.count(".") == 1 and key.startswith(f"{name}.")
+    }
+    per_module["total"] = sum(counts.get(name, counts.get("Global", {})).values())
+    return {key: value // len(batch[0]) for key, value in per_module.items()}

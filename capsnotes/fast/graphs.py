@@ -16,83 +16,82 @@ Three details make the capture correct:
   a new graph whenever the learning rate has changed (once per epoch). Batches of
   another size (the last, smaller batch of an epoch) run eagerly into the same
   gradient buffers.
+
+float16's loss scaling reads the gradients on the host after every step, which a graph
+cannot do: a run with a ``GradScaler`` is not graphed (``build_run`` decides).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import Tensor
 
-from .checks import check_positive_int
-from .step import TrainingStep
-
-__all__ = ["GraphedStep"]
+from ..step import TrainingStep
 
 
-class GraphedStep:
-    """``step(images, labels)``: ``training_step`` replayed from a CUDA graph.
-
-    Args:
-        step: the eager step to record; its model must be on a CUDA device and its
-            optimizer capturable (``torch.optim.Adam(..., capturable=True)``).
-        warmup: eager steps before the first recording.
-    """
+class GraphedStep(TrainingStep):
+    """A :class:`~capsnotes.step.TrainingStep` replayed from a CUDA graph: the same
+    attributes and the same result. Its model must be on a CUDA device and its optimizer
+    capturable (``torch.optim.Adam(..., capturable=True)``); ``warmup`` eager steps run
+    before the first recording."""
 
     def __init__(self, step: TrainingStep, warmup: int = 3) -> None:
-        device = next(step.model.parameters()).device
-        if device.type != "cuda":
-            raise ValueError(f"CUDA graphs need a model on a CUDA device, not {device}")
+        super().__init__(
+            step.model, step.optimizer, step.objective, step.precision, step.scaler, step.average
+        )
+        self.device = next(step.model.parameters()).device
+        if self.device.type != "cuda":
+            raise ValueError(f"CUDA graphs need a model on a CUDA device, not {self.device}")
         if not all(group.get("capturable") for group in step.optimizer.param_groups):
             raise ValueError("a graphed step needs a capturable optimizer (capturable=True)")
-        self.step = step
-        self.device = device
-        self.warmup = check_positive_int("warmup (eager steps before recording)", warmup)
-        self.eager_steps = 0
+        if step.scaler is not None:
+            raise ValueError("a graphed step cannot scale the loss (float16 needs the host)")
+        self.warmup, self.eager_steps = warmup, 0
         self.recordings = 0  #: how many graphs were recorded (one per learning rate)
         self._graph: torch.cuda.CUDAGraph | None = None
         self._graph_lr: float | None = None
-        self._inputs: tuple[Tensor, Tensor] | None = None
+        self._inputs: list[Tensor] = []
         self._stats: dict[str, Tensor] = {}
 
     @property
     def _learning_rate(self) -> float:
-        return self.step.optimizer.param_groups[0]["lr"]
+        return self.optimizer.param_groups[0]["lr"]
 
-    def _eager(self, images: Tensor, labels: Tensor) -> dict[str, Tensor]:
+    def _eager(self, batch: Sequence[Tensor]) -> dict[str, Tensor]:
         self.eager_steps += 1
-        return self.step(images, labels)
+        return super().__call__(batch)
 
-    def _record(self, images: Tensor, labels: Tensor) -> None:
-        if self._inputs is None or self._inputs[0].shape != images.shape:
-            self._inputs = (torch.empty_like(images), torch.empty_like(labels))
-        self._inputs[0].copy_(images)
-        self._inputs[1].copy_(labels)
+    def _record(self, batch: Sequence[Tensor]) -> None:
+        self._inputs = [torch.empty_like(t) for t in batch]
+        for buffer, value in zip(self._inputs, batch):
+            buffer.copy_(value)
         self._graph = None  # free the previous recording before making the next
         # No gradient buffers yet: the recorded backward allocates its own, which every
         # replay then overwrites.
-        self.step.optimizer.zero_grad(set_to_none=True)
+        self.optimizer.zero_grad(set_to_none=True)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
-            stats = self.step(*self._inputs)
+            stats = super().__call__(self._inputs)
         self._graph, self._stats = graph, stats
         self._graph_lr = self._learning_rate
         self.recordings += 1
 
-    def __call__(self, images: Tensor, labels: Tensor) -> dict[str, Tensor]:
+    def __call__(self, batch: Sequence[Tensor]) -> dict[str, Tensor]:
         if self._graph is None and self.eager_steps < self.warmup:
             side = torch.cuda.Stream(self.device)
             side.wait_stream(torch.cuda.current_stream(self.device))
             with torch.cuda.stream(side):
-                stats = self._eager(images, labels)
+                stats = self._eager(batch)
             torch.cuda.current_stream(self.device).wait_stream(side)
             return stats
-        recorded_shape = self._inputs[0].shape if self._inputs is not None else None
-        if self._graph is not None and images.shape != recorded_shape:
-            return self._eager(images, labels)  # e.g. the last, smaller batch
+        if self._graph is not None and batch[0].shape != self._inputs[0].shape:
+            return self._eager(batch)  # e.g. the last, smaller batch
         if self._graph is None or self._learning_rate != self._graph_lr:
-            self._record(images, labels)
+            self._record(batch)
         else:
-            self._inputs[0].copy_(images)
-            self._inputs[1].copy_(labels)
+            for buffer, value in zip(self._inputs, batch):
+                buffer.copy_(value)
         self._graph.replay()
         return {name: value.clone() for name, value in self._stats.items()}

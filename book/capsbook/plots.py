@@ -18,20 +18,6 @@ from matplotlib.patches import Circle
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 from torch import Tensor
 
-__all__ = [
-    "COLORS",
-    "accuracy_curves",
-    "capsule_arrows",
-    "coupling_maps",
-    "coupling_by_class",
-    "image_grid",
-    "length_bars",
-    "loss_curves",
-    "new_figure",
-    "perturbation_grid",
-    "routing_summary",
-]
-
 #: Okabe–Ito colours: distinguishable with the common forms of colour blindness.
 COLORS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000"]
 

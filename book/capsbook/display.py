@@ -1,5 +1,4 @@
-"""Helpers for the book's chapters: show the package's own code, and get the trained
-model without training twice.
+"""What the book's chapters display: the package's own code, and numbers for the prose.
 
 * :func:`show_source` displays a function or class of ``capsnotes`` as it is in the
   package, with its file and line numbers, so a chapter never holds a copy that could
@@ -8,48 +7,26 @@ model without training twice.
 * :func:`beside_procedure` sets a function's code beside the numbered algorithm it
   implements, each step next to the lines that compute it (the code marks them with
   ``# line N:`` comments), as the annotated paper implementations do.
-* :func:`glue` keeps a computed value for the prose to quote (MyST-NB's glue), so that a
-  number in the text comes from an output and cannot drift from it.
-* :func:`trained_model` is the book's "load the checkpoint if it exists, else train":
-  runs live in ``$CAPSNOTES_CACHE/runs/<profile>-<config hash>`` (default
-  ``~/.cache/capsnotes``), so any chapter can be run on its own and a changed
-  configuration trains anew.
+* :func:`glue` keeps a computed value, formatted as the prose shows it, for the prose to
+  quote (MyST-NB's glue), so that a number in the text comes from an output and cannot
+  drift from it.
 """
 
 from __future__ import annotations
 
 import html
 import inspect
-import json
-import os
 import re
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-from torch import nn
+import capsnotes
 
-from .checkpoint import load_checkpoint, load_model_state
-from .config import TrainConfig, profile
-from .devices import resolve_device
-from .run import build_model
-from .train import TrainResult, train
-
-__all__ = [
-    "PROCEDURE_1",
-    "ProcedureAndCode",
-    "SourceCode",
-    "beside_procedure",
-    "cache_dir",
-    "glue",
-    "show_source",
-    "trained_model",
-    "without_math_blocks",
-]
-
-PACKAGE_ROOT = Path(__file__).resolve().parent
+#: Where shown code's paths are counted from: the repository root (the folder that holds
+#: the package capsnotes).
+SHOWN_FROM = Path(capsnotes.__file__).resolve().parents[1]
 
 
 @dataclass
@@ -73,7 +50,7 @@ def show_source(obj: Any) -> SourceCode:
     lines, start = inspect.getsourcelines(target)
     path = Path(inspect.getsourcefile(target)).resolve()
     try:
-        shown = path.relative_to(PACKAGE_ROOT.parent).as_posix()
+        shown = path.relative_to(SHOWN_FROM).as_posix()
     except ValueError:
         shown = path.name
     location = f"{shown}, lines {start}-{start + len(lines) - 1}"
@@ -190,62 +167,19 @@ def beside_procedure(function: Any, procedure: tuple[str, ...] = PROCEDURE_1) ->
     return ProcedureAndCode(source.location, rows)
 
 
-def glue(name: str, value: Any) -> None:
-    """Keep ``value`` under ``name`` for the chapter's prose (``{glue:text}`name:.2f```), as
-    MyST-NB's ``glue`` does, without displaying it. It returns nothing, so a cell that
-    ends with it prints nothing more. Where MyST-NB is not installed (Colab), nothing is
-    kept: the Colab notebooks carry the values in their text already
-    (``tools/colab.py``)."""
+def glue(name: str, value: int | str | float, spec: str = "") -> None:
+    """Keep ``value`` under ``name`` for the chapter's prose (``{glue:text}`name```), as
+    MyST-NB's ``glue`` does, without displaying it; formatted with ``spec`` (``".2%"``)
+    when given. A float must be given one: the glued text is what the page shows, and nbval
+    compares it exactly, so it holds no digit the page does not show (a float's last
+    digits follow the machine's order of summation). Where MyST-NB is not installed
+    (Colab) nothing is kept: the Colab notebooks carry the text already
+    (``tools/colab.py``). Returns nothing, so a cell that ends with it prints no more."""
+    if isinstance(value, float) and not spec:
+        raise ValueError(f"glue({name!r}, {value}) needs the format the prose shows it in")
+    text = format(value, spec) if spec else value
     try:
         from myst_nb import glue as myst_glue
     except ImportError:
         return
-    myst_glue(name, value, display=False)
-
-
-def cache_dir() -> Path:
-    """``$CAPSNOTES_CACHE``, else ``~/.cache/capsnotes``."""
-    return Path(os.environ.get("CAPSNOTES_CACHE") or "~/.cache/capsnotes").expanduser()
-
-
-def run_dir(config: TrainConfig, name: str) -> Path:
-    return cache_dir() / "runs" / f"{name}-{config.key()}"
-
-
-def trained_model(
-    profile_name: str = "quick",
-    *,
-    device: torch.device | str | None = None,
-    progress: bool = False,
-    **overrides: Any,
-) -> TrainResult:
-    """The model trained with ``profile_name``: loaded from the cache if that run is
-    complete, else trained (or resumed) into the cache.
-
-    ``overrides`` replace fields of the profile (and so give another cache entry).
-    """
-    name = profile_name
-    config = profile(name, **overrides)
-    out_dir = run_dir(config, name)
-    device = resolve_device(device)
-    history_path = out_dir / "history.json"
-    if history_path.exists():
-        history = json.loads(history_path.read_text())
-        if len(history.get("epochs", [])) == config.epochs and "wall_seconds" in history:
-            checkpoint = load_checkpoint(out_dir / "checkpoint.safetensors")
-            model = _reference_model(config, checkpoint.result_state, device, checkpoint.path)
-            return TrainResult(model, history, out_dir)
-    result = train(config, out_dir, device=device, progress=progress)
-    # Hand back the model with the reference implementations, as load_pretrained does.
-    model = _reference_model(config, result.model.state_dict(), device, out_dir)
-    return TrainResult(model, result.history, out_dir)
-
-
-def _reference_model(
-    config: TrainConfig, state: dict[str, Any], device: torch.device, source: object
-) -> nn.Module:
-    """The model of ``config`` with the reference implementations, holding ``state``, on
-    ``device``, in evaluation mode."""
-    model = build_model(config)
-    load_model_state(model, state, source)
-    return model.to(device).eval()
+    myst_glue(name, text, display=False)

@@ -1,0 +1,320 @@
+"""The speed wing (capsnotes.fast) computes what the paper's code computes: values and
+gradients in float64, under autocast, in a whole model sped up; the CPU's timed choice;
+devices and precisions."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from capsnotes import CapsNet, CapsNetConfig, DigitCapsules, capsnet_loss, dynamic_routing
+from capsnotes.fast import speed_up
+from capsnotes.fast.convolution import MatmulConv2d, conv2d_as_matmul, patches
+from capsnotes.fast.cpu import (
+    BF16_SPEEDUP_THRESHOLD,
+    MatmulRates,
+    choose_cpu_implementation,
+    cpu_bf16_speedup,
+)
+from capsnotes.fast.precision import bf16_is_native, device_name, gpu_precision, resolve_device
+from capsnotes.fast.routing import FusedDigitCapsules, fused_dynamic_routing, route_parents_first
+from tests.conftest import TINY
+
+
+@pytest.mark.parametrize(
+    ("channels", "kernel", "stride", "size"),
+    [(1, 9, 1, 28), (5, 3, 2, 13), (4, 9, 2, 20), (3, 4, 3, 17)],
+)
+def test_conv_as_matmul_matches_conv2d(channels, kernel, stride, size):
+    x = torch.randn(3, channels, size, size, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(6, channels, kernel, kernel, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(6, dtype=torch.float64, requires_grad=True)
+    out = conv2d_as_matmul(x, w, b, stride)
+    ref = F.conv2d(x, w, b, stride=stride)
+    torch.testing.assert_close(out, ref)
+    grad = torch.randn_like(ref)
+    for mine, theirs in zip(
+        torch.autograd.grad(out, (x, w, b), grad),
+        torch.autograd.grad(ref, (x, w, b), grad),
+        strict=True,
+    ):
+        torch.testing.assert_close(mine, theirs)
+
+
+def test_conv_as_matmul_gradcheck_float64():
+    x = torch.randn(2, 3, 9, 9, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(4, 3, 3, 3, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(4, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda x, w, b: conv2d_as_matmul(x, w, b, 2), (x, w, b))
+    assert torch.autograd.gradcheck(lambda x, w: conv2d_as_matmul(x, w, None, 1), (x, w))
+
+
+def test_matmul_conv_follows_cpu_autocast_like_conv2d():
+    """Under bf16 autocast the matrix products run in bf16, as nn.Conv2d's would: the
+    output is bf16, the gradients reach the float32 parameters and input as float32, and
+    they agree with the native convolution's under the same autocast."""
+    torch.manual_seed(0)
+    native = torch.nn.Conv2d(4, 6, 3, stride=2)
+    fast = MatmulConv2d(4, 6, 3, stride=2)
+    fast.load_state_dict(native.state_dict())
+    x = torch.rand(2, 4, 13, 13)
+    results = []
+    for layer in (fast, native):
+        layer.zero_grad()
+        inputs = x.clone().requires_grad_()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = layer(inputs)
+        assert out.dtype == torch.bfloat16
+        out.float().pow(2).sum().backward()
+        assert layer.weight.grad.dtype == torch.float32 and inputs.grad.dtype == torch.float32
+        results.append((out.float(), layer.weight.grad, layer.bias.grad, inputs.grad))
+    for mine, theirs in zip(*results, strict=True):
+        torch.testing.assert_close(mine, theirs, rtol=0.03, atol=0.03)
+
+
+def test_patches_rows_are_windows():
+    x = torch.randn(2, 7, 7, 3)
+    cols = patches(x, 3, 2)  # 3x3 output positions
+    assert cols.shape == (2 * 9, 27)
+    torch.testing.assert_close(cols[4], x[0, 2:5, 2:5, :].reshape(-1))
+    with pytest.raises(ValueError, match="contiguous"):
+        patches(x.permute(0, 3, 1, 2).permute(0, 2, 1, 3), 3, 2)
+
+
+def test_matmul_conv_has_the_parameters_of_conv2d_and_rejects_padding():
+    conv = torch.nn.Conv2d(4, 8, 3, stride=2)
+    fast = MatmulConv2d(4, 8, 3, stride=2)
+    assert isinstance(fast, torch.nn.Conv2d)
+    fast.load_state_dict(conv.state_dict())  # the same state_dict, both ways
+    conv.load_state_dict(fast.state_dict())
+    x = torch.randn(2, 4, 11, 11)
+    torch.testing.assert_close(fast(x), conv(x))
+    with torch.no_grad():
+        torch.testing.assert_close(fast(x), conv(x))
+    with pytest.raises(ValueError, match="unpadded"):
+        MatmulConv2d(4, 8, 3, padding=1)
+
+
+def test_a_model_sped_up_agrees_with_the_reference():
+    """Values and gradients in float64, the same parameters, and weights that load both
+    ways."""
+    torch.manual_seed(0)
+    config = CapsNetConfig(conv_channels=16, primary_channels=8, decoder_hidden=(64, 128))
+    reference = CapsNet(config).double()
+    fast = CapsNet(config).double()
+    fast.load_state_dict(reference.state_dict())
+    parameters = {name: p.data_ptr() for name, p in fast.named_parameters()}
+    fast = speed_up(fast, routing="fused", convolution="matmul")
+    assert {name: p.data_ptr() for name, p in fast.named_parameters()} == parameters
+    assert isinstance(fast.primary.conv, MatmulConv2d) and isinstance(fast.conv1, MatmulConv2d)
+    assert type(reference.primary.conv) is torch.nn.Conv2d
+    assert isinstance(fast.digits, FusedDigitCapsules) and type(reference.digits) is DigitCapsules
+    assert fast.state_dict().keys() == reference.state_dict().keys()
+    reference.load_state_dict(fast.state_dict())
+    with pytest.raises(ValueError, match="unknown routing"):
+        speed_up(CapsNet(TINY), routing="magic")
+    images = torch.rand(4, 1, 28, 28, dtype=torch.float64)
+    labels = torch.tensor([0, 3, 7, 9])
+    results = []
+    for model in (reference, fast):
+        out = model(images, labels)
+        loss = capsnet_loss(out, images, labels).total
+        results.append((out.capsules, torch.autograd.grad(loss, list(model.parameters()))))
+    torch.testing.assert_close(results[0][0], results[1][0])
+    for mine, theirs in zip(results[0][1], results[1][1], strict=True):
+        torch.testing.assert_close(mine, theirs)
+
+
+@pytest.mark.parametrize("iterations", [1, 2, 3, 5])
+def test_fused_routing_matches_reference_values_and_gradients(iterations):
+    torch.manual_seed(iterations)
+    u_hat = torch.randn(3, 11, 4, 5, dtype=torch.float64, requires_grad=True)
+    upstream = torch.randn(3, 4, 5, dtype=torch.float64)
+    fused = fused_dynamic_routing(u_hat, iterations)
+    reference = dynamic_routing(u_hat, iterations)
+    torch.testing.assert_close(fused, reference)
+    (grad_fused,) = torch.autograd.grad(fused, u_hat, upstream)
+    (grad_reference,) = torch.autograd.grad(reference, u_hat, upstream)
+    torch.testing.assert_close(grad_fused, grad_reference)
+
+
+def test_fused_routing_gradcheck_float64():
+    u_hat = torch.randn(2, 6, 3, 4, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda u: fused_dynamic_routing(u, 3), (u_hat,))
+
+
+def test_fused_routing_checks_and_falls_back():
+    u_hat = torch.randn(2, 6, 3, 4)
+    v, c = fused_dynamic_routing(u_hat, 2, return_coupling=True)
+    torch.testing.assert_close(c.sum(-1), torch.ones(2, 6))
+    with pytest.raises(ValueError, match="iterations must be >= 1"):
+        fused_dynamic_routing(u_hat, 0)
+    with pytest.raises(ValueError, match=r"\[batch, child, parent, dim\]"):
+        fused_dynamic_routing(torch.randn(6, 3, 4), 2)
+
+
+def test_routing_parents_first_gives_every_iteration_of_the_paper_s():
+    u_hat = torch.randn(3, 9, 4, 5, dtype=torch.float64)
+    _, passes = route_parents_first(u_hat.transpose(1, 2).contiguous(), 4)
+    for r, (coupling, _, v) in enumerate(passes, start=1):
+        reference, c = dynamic_routing(u_hat, r, return_coupling=True)
+        torch.testing.assert_close(v, reference)
+        torch.testing.assert_close(coupling.transpose(1, 2), c)
+
+
+def test_fused_routing_handles_mixed_precision_like_the_reference():
+    # bf16 votes under autocast: values and gradients close to the reference's
+    torch.manual_seed(0)
+    u_hat = (0.1 * torch.randn(2, 40, 5, 8)).bfloat16().requires_grad_()
+    upstream = torch.randn(2, 5, 8)
+    results = []
+    for routing in (fused_dynamic_routing, dynamic_routing):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            v = routing(u_hat, 3)
+        (grad,) = torch.autograd.grad(v.float(), u_hat, upstream)
+        assert grad.dtype == u_hat.dtype and torch.isfinite(grad).all()
+        results.append((v.float(), grad.float()))
+    torch.testing.assert_close(results[0][0], results[1][0], atol=2e-2, rtol=2e-2)
+    torch.testing.assert_close(results[0][1], results[1][1], atol=2e-2, rtol=5e-2)
+
+
+# --- the CPU's choice ---
+
+BATCH = (torch.rand(2, 1, 28, 28), torch.tensor([1, 2]))
+
+
+def choose(**kwargs):
+    return choose_cpu_implementation(lambda: CapsNet(TINY), capsnet_loss, BATCH, **kwargs)
+
+
+def fake_clock(monkeypatch, native: float, matmul: float, bf16_factor: float) -> list[str]:
+    """Make each convolution forward advance a fake clock: ``native`` or ``matmul``
+    seconds, times ``bf16_factor`` under bf16 autocast. Returns the list of calls."""
+    calls: list[str] = []
+    clock = {"now": 0.0}
+
+    def cost(seconds: float) -> None:
+        bf16 = torch.is_autocast_enabled("cpu")
+        clock["now"] += seconds * (bf16_factor if bf16 else 1.0)
+
+    def matmul_forward(self, x):
+        calls.append("matmul")
+        cost(matmul)
+        return torch.nn.functional.conv2d(x, self.weight, self.bias, self.stride)
+
+    def native_forward(self, x):
+        calls.append("native")
+        cost(native)
+        return torch.nn.functional.conv2d(x, self.weight, self.bias, self.stride)
+
+    monkeypatch.setattr(MatmulConv2d, "forward", matmul_forward)
+    monkeypatch.setattr(torch.nn.Conv2d, "forward", native_forward)
+    monkeypatch.setattr("capsnotes.fast.cpu.perf_counter", lambda: clock["now"])
+    return calls
+
+
+def bf16_rates(monkeypatch, speedup: float) -> None:
+    rates = MatmulRates(1024, 200.0, 200.0 * speedup)
+    monkeypatch.setattr("capsnotes.fast.cpu.cpu_bf16_speedup", lambda: rates)
+
+
+def test_with_bf16_units_the_fastest_of_four_candidates_is_chosen(monkeypatch):
+    fake_clock(monkeypatch, native=0.2, matmul=0.3, bf16_factor=0.5)
+    bf16_rates(monkeypatch, speedup=4.0)
+    before = torch.random.get_rng_state()
+    choice = choose(repeats=2)
+    assert (choice.convolution, choice.precision) == ("native", "bfloat16")
+    assert set(choice.seconds) == {
+        "native, float32",
+        "matmul, float32",
+        "native, bfloat16",
+        "matmul, bfloat16",
+    }
+    # two convolutions per pass, each at its fake cost
+    assert choice.seconds["native, bfloat16"] == pytest.approx(0.2)
+    assert choice.seconds["matmul, float32"] == pytest.approx(0.6)
+    assert torch.equal(torch.random.get_rng_state(), before)  # caller's random state kept
+    assert choice.to_dict()["matmul_gflops"] == {"size": 1024, "float32": 200.0, "bfloat16": 800.0}
+
+
+def test_a_cpu_without_bf16_units_chooses_among_float32_only(monkeypatch):
+    """On such a CPU nothing changes: the same two candidates as before bf16 existed."""
+    calls = fake_clock(monkeypatch, native=0.3, matmul=0.2, bf16_factor=0.1)
+    bf16_rates(monkeypatch, speedup=BF16_SPEEDUP_THRESHOLD * 0.9)
+    choice = choose(repeats=1)
+    assert (choice.convolution, choice.precision) == ("matmul", "float32")
+    assert set(choice.seconds) == {"native, float32", "matmul, float32"}
+    assert len(calls) == 2 * 2 * 2  # 2 candidates x (warm-up + 1 repeat) x 2 convolutions
+
+
+def test_without_mixed_precision_bf16_is_not_even_measured(monkeypatch):
+    fake_clock(monkeypatch, native=0.2, matmul=0.3, bf16_factor=0.1)
+
+    def refuse():
+        raise AssertionError("the bf16 probe ran although mixed precision is off")
+
+    monkeypatch.setattr("capsnotes.fast.cpu.cpu_bf16_speedup", refuse)
+    choice = choose(mixed_precision=False)
+    assert choice.precision == "float32" and choice.matmul is None
+    assert "matmul_gflops" not in choice.to_dict()
+
+
+def test_the_probe_reports_the_fastest_of_its_repeats(monkeypatch):
+    """Rates are 2·n³ FLOP over the fastest repeat of each dtype, after a warm-up."""
+    durations = iter([9.0, 9.0, 0.5, 0.25, 0.4, 0.1, 0.2, 0.3])  # warm-up pair, then 3 pairs
+    ticks = {"now": 0.0, "started": True}
+
+    def clock():
+        if ticks["started"]:
+            ticks["started"] = False
+            return ticks["now"]
+        ticks["now"] += next(durations)
+        ticks["started"] = True
+        return ticks["now"]
+
+    monkeypatch.setattr("capsnotes.fast.cpu.perf_counter", clock)
+    rates = cpu_bf16_speedup(size=8, repeats=3)
+    flop = 2 * 8**3 / 1e9
+    assert rates.float32 == pytest.approx(flop / 0.2)  # min of 0.5, 0.4, 0.2
+    assert rates.bfloat16 == pytest.approx(flop / 0.1)  # min of 0.25, 0.1, 0.3
+    assert rates.speedup == pytest.approx(2.0)
+
+
+# --- devices and precision ---
+
+
+@pytest.mark.parametrize(
+    ("capability", "native"),
+    [
+        ((7, 5), False),
+        ((7, 0), False),
+        ((6, 1), False),
+        ((8, 0), True),
+        ((8, 9), True),
+        ((9, 0), True),
+    ],
+    ids=["T4", "V100", "P100", "A100", "L4", "H100"],
+)
+def test_bf16_only_on_gpus_with_native_bf16_else_float16(monkeypatch, capability, native):
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    assert bf16_is_native(capability) is native
+    expected = torch.bfloat16 if native else torch.float16
+    assert gpu_precision(torch.device("cuda")) is expected
+
+
+def test_devices_are_resolved_and_described():
+    assert resolve_device("cpu") == torch.device("cpu")
+    assert resolve_device(None).type in ("cpu", "cuda")
+    assert device_name("cpu").startswith("CPU: ")
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert device_name("cpu").endswith(", 1 thread")
+        torch.set_num_threads(2)
+        assert device_name("cpu").endswith(", 2 threads")
+    finally:
+        torch.set_num_threads(threads)
+    with pytest.raises(ValueError, match="device must be"):
+        resolve_device("tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="PyTorch sees no CUDA GPU"):
+            resolve_device("cuda")
