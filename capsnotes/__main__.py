@@ -34,20 +34,21 @@ DESCRIPTION = """\
 Train and evaluate the CapsNet of "Dynamic Routing Between Capsules" (Sabour, Frosst &
 Hinton, 2017), and the baseline CNN it is compared with.
 
-Data: MNIST / Fashion-MNIST are read from --data-root, else from the environment variable
-CAPSNOTES_DATA, else from ~/.cache/capsnotes/data (torchvision's layout: MNIST/raw/...),
-and downloaded there when missing and a network is available.
+Data: MNIST / Fashion-MNIST are read from --data-root, else from the environment
+variable CAPSNOTES_DATA, else from ~/.cache/capsnotes/data (torchvision's layout:
+MNIST/raw/...), and downloaded there when missing and a network is available.
 """
 
 TRAIN_HELP = """\
 Train a model and write OUT/history.json (one record per epoch) and
-OUT/checkpoint.safetensors after every epoch (or every --checkpoint-every epochs). The same
-command again resumes from the checkpoint (or does nothing if the run is complete); with a
-larger --epochs it extends a finished run exactly as a longer run would have gone.
+OUT/checkpoint.safetensors after every epoch (or every --checkpoint-every epochs).
+The same command again resumes from the checkpoint (or does nothing if the run is
+complete); with a larger --epochs it extends a finished run exactly as a longer run
+would have gone.
 
---profile NAME picks the defaults (python -m capsnotes profiles prints them): quick,
-paper, cnn, paper-cnn, multimnist, or auto (the default: paper on a GPU, quick otherwise).
-Every option below overrides one field of the profile.
+--profile NAME picks the defaults (python -m capsnotes profiles prints them):
+quick, paper, cnn, paper-cnn, multimnist, or auto (the default: paper on a GPU,
+quick otherwise). Every option below overrides one field of the profile.
 """
 
 
@@ -71,9 +72,11 @@ class RunOptions:
     """train with the reference code only (no fast layers, float32, no graphs)"""
 
 
-def train_config(argv: Sequence[str]) -> tuple[str, TrainConfig, RunOptions, dict[str, Any]]:
-    """The profile's name, the configuration and the run options ``train ARGV`` asks for,
-    and the fields it changes of the profile's (``model``: the model's fields)."""
+def train_config(
+    argv: Sequence[str],
+) -> tuple[str, TrainConfig, RunOptions, dict[str, Any]]:
+    """The profile's name, the configuration and the run options ``train ARGV`` asks
+    for, and the fields it changes of the profile's (``model``: the model's fields)."""
     first = argparse.ArgumentParser(add_help=False, prog="python -m capsnotes train")
     first.add_argument("--profile", default="auto", choices=["auto", *PROFILES])
     known, rest = first.parse_known_args(argv)
@@ -118,7 +121,8 @@ def _train(argv: Sequence[str]) -> int:
     )
     history = result.history
     print(
-        f"profile {name}: test accuracy {history.get('test_accuracy', float('nan')):.4f} "
+        f"profile {name}: test accuracy "
+        f"{history.get('test_accuracy', float('nan')):.4f} "
         f"after {len(history['epochs'])} epochs on {history['device']} "
         f"({history.get('wall_seconds', 0):.1f} s); wrote {result.out_dir}/history.json"
     )
@@ -132,10 +136,17 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    commands.add_parser("train", help="train a model (see: train --help)", add_help=False)
-    where = argparse.ArgumentParser(add_help=False)  # the options every other command has
-    where.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
-    where.add_argument("--data-root", metavar="PATH", help="data folder (default: see above)")
+    commands.add_parser(
+        "train", help="train a model (see: train --help)", add_help=False
+    )
+    # the options every other command has
+    where = argparse.ArgumentParser(add_help=False)
+    where.add_argument(
+        "--device", default="auto", help="auto (default), cpu, cuda or cuda:N"
+    )
+    where.add_argument(
+        "--data-root", metavar="PATH", help="data folder (default: see above)"
+    )
     evaluate_parser = commands.add_parser(
         "evaluate",
         parents=[where],
@@ -143,23 +154,33 @@ def _parser() -> argparse.ArgumentParser:
         description="Print the test accuracy and losses of a checkpoint as JSON.",
     )
     evaluate_parser.add_argument(
-        "--checkpoint", required=True, metavar="PATH", help="checkpoint.safetensors or its folder"
+        "--checkpoint",
+        required=True,
+        metavar="PATH",
+        help="checkpoint.safetensors or its folder",
     )
-    evaluate_parser.add_argument("--test-size", type=int, help="evaluate on a fixed subset")
+    evaluate_parser.add_argument(
+        "--test-size", type=int, help="evaluate on a fixed subset"
+    )
     affine = commands.add_parser(
         "affine",
         parents=[where],
         help="score shipped models on affine-warped test digits",
         description="Warp the MNIST test digits with random affine transformations "
-        "(capsnotes.affine), score a shipped CapsNet and the shipped CNN on the same images, "
+        "(capsnotes.affine), score a shipped CapsNet and the shipped CNN on the same "
+        "images, "
         "sweep one factor at a time, and write the record as JSON.",
     )
     affine.add_argument("--out", required=True, metavar="FILE", help="the JSON record")
     affine.add_argument("--capsnet", default="mnist", choices=sorted(PRETRAINED))
     affine.add_argument("--cnn", default="cnn-mnist", choices=sorted(PRETRAINED))
     affine.add_argument("--seed", type=int, default=0, help="seed of the random warps")
-    affine.add_argument("--sweep-size", type=int, default=2000, help="images per sweep point")
-    commands.add_parser("profiles", help="print the predefined training profiles as JSON")
+    affine.add_argument(
+        "--sweep-size", type=int, default=2000, help="images per sweep point"
+    )
+    commands.add_parser(
+        "profiles", help="print the predefined training profiles as JSON"
+    )
     return parser
 
 
@@ -190,7 +211,11 @@ def _affine(args: argparse.Namespace, argv: Sequence[str]) -> int:
         }
     test_set = load_dataset("mnist", False, args.data_root)
     record = robustness(
-        models, test_set, ranges=AFFNIST_RANGES, seed=args.seed, sweep_size=args.sweep_size
+        models,
+        test_set,
+        ranges=AFFNIST_RANGES,
+        seed=args.seed,
+        sweep_size=args.sweep_size,
     )
     for role in models:
         record["models"][role] |= facts[role]
@@ -201,7 +226,8 @@ def _affine(args: argparse.Namespace, argv: Sequence[str]) -> int:
     write_json(args.out, record)
     print(
         f"affine-warped MNIST ({record['count']:,} images, seed {args.seed}): CapsNet "
-        f"{record['capsnet_accuracy']:.4f}, CNN {record['cnn_accuracy']:.4f}; wrote {args.out}"
+        f"{record['capsnet_accuracy']:.4f}, CNN {record['cnn_accuracy']:.4f}; wrote "
+        f"{args.out}"
     )
     return 0
 
@@ -216,7 +242,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _evaluate(args)
         if args.command == "affine":
             return _affine(args, argv)
-        print(json.dumps({name: cfg.to_dict() for name, cfg in PROFILES.items()}, indent=1))
+        print(
+            json.dumps(
+                {name: cfg.to_dict() for name, cfg in PROFILES.items()}, indent=1
+            )
+        )
         return 0
     except (ValueError, TypeError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)

@@ -36,7 +36,9 @@ class AffineRanges:
     """Where random affine parameters are drawn from, each independently per image."""
 
     rotation_degrees: float = 20.0  #: uniform in ±; positive turns counter-clockwise
-    shear: float = 0.2  #: uniform in ±; ``shear · x`` is added to ``y`` (about the centre)
+    shear: float = (
+        0.2  #: uniform in ±; ``shear · x`` is added to ``y`` (about the centre)
+    )
     scale: float = 1.25  #: each axis log-uniform in ``[1/scale, scale]``
     translation_pixels: float = 2.0  #: uniform in ± along each axis
 
@@ -48,7 +50,9 @@ class AffineRanges:
             ("translation_pixels", "[0, 14]", lambda x: 0 <= x <= 14),
         ):
             if not valid(getattr(self, name)):
-                raise ValueError(f"{name} must lie in {interval}, got {getattr(self, name)}")
+                raise ValueError(
+                    f"{name} must lie in {interval}, got {getattr(self, name)}"
+                )
 
 
 #: TensorFlow Federated's approximation of affNIST's distribution, with the translation
@@ -58,8 +62,8 @@ AFFNIST_RANGES = AffineRanges()
 
 @dataclass
 class AffineParameters:
-    """One affine transformation per image, as tensors ``[N]``: a rotation, then a shear,
-    then a scaling, then a translation (the order of TFF's generator)."""
+    """One affine transformation per image, as tensors ``[N]``: a rotation, then a
+    shear, then a scaling, then a translation (the order of TFF's generator)."""
 
     rotation_degrees: Tensor
     shear: Tensor
@@ -78,19 +82,24 @@ class AffineParameters:
 
     def replace(self, **values: float) -> AffineParameters:
         """The same transformations with some parameters set to one value for all."""
-        fields = vars(self) | {k: torch.full((len(self),), float(v)) for k, v in values.items()}
+        fields = vars(self) | {
+            k: torch.full((len(self),), float(v)) for k, v in values.items()
+        }
         return AffineParameters(**fields)
 
 
 def random_affine_parameters(
     count: int, ranges: AffineRanges = AFFNIST_RANGES, seed: int = 0
 ) -> AffineParameters:
-    """``count`` transformations drawn from ``ranges`` with a generator seeded by ``seed``."""
+    """``count`` transformations drawn from ``ranges`` with a generator seeded by
+    ``seed``."""
     checks.integer("count", count, minimum=1)
     generator = torch.Generator().manual_seed(seed)
 
     def uniform(bound: float) -> Tensor:
-        return (2 * torch.rand(count, generator=generator, dtype=torch.float64) - 1) * bound
+        return (
+            2 * torch.rand(count, generator=generator, dtype=torch.float64) - 1
+        ) * bound
 
     log_scale = math.log(ranges.scale)
     return AffineParameters(
@@ -109,7 +118,9 @@ def affine_matrices(parameters: AffineParameters) -> Tensor:
     angle = torch.deg2rad(parameters.rotation_degrees)
     cos, sin = torch.cos(angle), torch.sin(angle)
     # Counter-clockwise on the screen, where y points down.
-    rotation = torch.stack([torch.stack([cos, sin], -1), torch.stack([-sin, cos], -1)], -2)
+    rotation = torch.stack(
+        [torch.stack([cos, sin], -1), torch.stack([-sin, cos], -1)], -2
+    )
     ones, zeros = torch.ones_like(angle), torch.zeros_like(angle)
     shear = torch.stack(
         [torch.stack([ones, zeros], -1), torch.stack([parameters.shear, ones], -1)], -2
@@ -121,8 +132,8 @@ def affine_matrices(parameters: AffineParameters) -> Tensor:
 
 
 def warp(images: Tensor, parameters: AffineParameters) -> Tensor:
-    """Apply one transformation per image: ``images`` ``[N, C, H, W]`` (square, floats in
-    ``[0, 1]``) → the same shape, bilinear, zeros outside the original canvas."""
+    """Apply one transformation per image: ``images`` ``[N, C, H, W]`` (square, floats
+    in ``[0, 1]``) → the same shape, bilinear, zeros outside the original canvas."""
     checks.float_tensor("images", images, "[N, C, H, W] (square)", shape=(None,) * 4)
     count, _, height, width = images.shape
     if height != width or len(parameters) != count:
@@ -137,15 +148,23 @@ def warp(images: Tensor, parameters: AffineParameters) -> Tensor:
     # translation changes units (2 / width per pixel).
     inverse = torch.linalg.inv(linear)
     theta = torch.cat([inverse, -(inverse @ (shift * 2 / width).unsqueeze(-1))], dim=-1)
-    grid = F.affine_grid(theta.to(images.dtype), list(images.shape), align_corners=False)
-    return F.grid_sample(images, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+    grid = F.affine_grid(
+        theta.to(images.dtype), list(images.shape), align_corners=False
+    )
+    return F.grid_sample(
+        images, grid, mode="bilinear", padding_mode="zeros", align_corners=False
+    )
 
 
 @torch.no_grad()
 def predictions(
-    model: nn.Module, data: ImageSet, parameters: AffineParameters, batch_size: int = 500
+    model: nn.Module,
+    data: ImageSet,
+    parameters: AffineParameters,
+    batch_size: int = 500,
 ) -> Tensor:
-    """``model``'s predictions ``[N]`` for the images of ``data`` warped by ``parameters``."""
+    """``model``'s predictions ``[N]`` for the images of ``data`` warped by
+    ``parameters``."""
     device = next(model.parameters()).device
     model.eval()
     found = []
@@ -158,9 +177,13 @@ def predictions(
 
 
 def accuracy(
-    model: nn.Module, data: ImageSet, parameters: AffineParameters, batch_size: int = 500
+    model: nn.Module,
+    data: ImageSet,
+    parameters: AffineParameters,
+    batch_size: int = 500,
 ) -> float:
-    """The fraction of ``data``'s images ``model`` classifies right after warping them."""
+    """The fraction of ``data``'s images ``model`` classifies right after warping
+    them."""
     return (
         (predictions(model, data, parameters, batch_size) == data.labels.cpu())
         .float()
@@ -176,7 +199,9 @@ def one_factor(factor: str, value: float, count: int) -> AffineParameters:
         return AffineParameters.identity(count).replace(scale_x=value, scale_y=value)
     if factor in ("rotation_degrees", "shear"):
         return AffineParameters.identity(count).replace(**{factor: value})
-    raise ValueError(f"unknown factor {factor!r}; expected rotation_degrees, shear or scale")
+    raise ValueError(
+        f"unknown factor {factor!r}; expected rotation_degrees, shear or scale"
+    )
 
 
 #: The values of each one-factor sweep.
@@ -198,7 +223,8 @@ def robustness(
 ) -> dict[str, Any]:
     """Every model's accuracy on ``data`` as it is, on ``data`` warped by random
     transformations from ``ranges`` (the same images for every model), and on one-factor
-    sweeps (on the first ``sweep_size`` images, default all). Returns a JSON-ready record."""
+    sweeps (on the first ``sweep_size`` images, default all). Returns a JSON-ready
+    record."""
     parameters = random_affine_parameters(len(data), ranges, seed)
     swept = (
         data
@@ -217,14 +243,18 @@ def robustness(
             factor: [
                 {
                     "value": value,
-                    "accuracy": accuracy(model, swept, one_factor(factor, value, len(swept))),
+                    "accuracy": accuracy(
+                        model, swept, one_factor(factor, value, len(swept))
+                    ),
                 }
                 for value in values
             ]
             for factor, values in sweeps.items()
         }
         record["models"][name] = {
-            "plain_accuracy": accuracy(model, data, AffineParameters.identity(len(data))),
+            "plain_accuracy": accuracy(
+                model, data, AffineParameters.identity(len(data))
+            ),
             "affine_accuracy": accuracy(model, data, parameters),
             "sweeps": curves,
         }

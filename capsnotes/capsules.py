@@ -2,9 +2,9 @@
 
 * :class:`PrimaryCapsules` — the first layer whose outputs are vectors: a convolution
   produces ``capsule_channels × capsule_dim`` feature maps, and every group of
-  ``capsule_dim`` maps at one grid position is read as one capsule and squashed. With the
-  paper's sizes, 20×20×256 features become 32 channels × 6×6 positions = 1,152 capsules
-  of 8 dimensions.
+  ``capsule_dim`` maps at one grid position is read as one capsule and squashed. With
+  the paper's sizes, 20×20×256 features become 32 channels × 6×6 positions = 1,152
+  capsules of 8 dimensions.
 * :class:`DigitCapsules` — one capsule per class: every primary capsule ``i`` votes
   ``û_{j|i} = W_ij u_i`` for every digit capsule ``j`` (eq. 2), and routing by agreement
   combines the votes. 1,152 × 10 matrices of 16×8, 1,474,560 weights, no bias.
@@ -29,15 +29,16 @@ def conv_output_size(size: int, kernel_size: int, stride: int = 1) -> int:
     out = (size - kernel_size) // stride + 1
     if out < 1:
         raise ValueError(
-            f"a {kernel_size}x{kernel_size} convolution with stride {stride} needs inputs "
+            f"a {kernel_size}x{kernel_size} convolution with stride {stride} needs "
+            "inputs "
             f"of at least {kernel_size} pixels, got {size}"
         )
     return out
 
 
 class PrimaryCapsules(nn.Module):
-    """Convolutional capsules: conv ``k×k``, stride ``s`` → squashed ``capsule_dim`` vectors,
-    ordered channel-major (all positions of capsule channel 0 first)."""
+    """Convolutional capsules: conv ``k×k``, stride ``s`` → squashed ``capsule_dim``
+    vectors, ordered channel-major (all positions of capsule channel 0 first)."""
 
     def __init__(
         self,
@@ -58,16 +59,23 @@ class PrimaryCapsules(nn.Module):
         self.capsule_channels, self.capsule_dim = capsule_channels, capsule_dim
         # One convolution computes every capsule's components at once: output channel
         # c * capsule_dim + k is component k of capsule channel c.
-        self.conv = nn.Conv2d(in_channels, capsule_channels * capsule_dim, kernel_size, stride)
+        self.conv = nn.Conv2d(
+            in_channels, capsule_channels * capsule_dim, kernel_size, stride
+        )
 
     def forward(
         self, features: Float[Tensor, "batch channel height width"]
     ) -> Float[Tensor, "batch capsule dim"]:
-        checks.float_tensor("features", features, shape=(None, self.conv.in_channels, None, None))
+        checks.float_tensor(
+            "features", features, shape=(None, self.conv.in_channels, None, None)
+        )
         maps = self.conv(features)  # [B, C·D, H', W']
         batch, _, height, width = maps.shape
-        capsules = maps.view(batch, self.capsule_channels, self.capsule_dim, height, width)
-        # Move each capsule's components to the last axis: [B, C, H', W', D] -> [B, N, D]
+        capsules = maps.view(
+            batch, self.capsule_channels, self.capsule_dim, height, width
+        )
+        # Move each capsule's components to the last axis: [B, C, H', W', D] -> [B, N,
+        # D]
         capsules = capsules.permute(0, 1, 3, 4, 2).reshape(batch, -1, self.capsule_dim)
         return squash(capsules)  # u: every ‖u_i‖ < 1
 
@@ -95,8 +103,15 @@ class DigitCapsules(nn.Module):
         iterations: int = 3,
     ) -> None:
         super().__init__()
-        checks.positive_ints(in_caps=in_caps, in_dim=in_dim, out_caps=out_caps, out_dim=out_dim)
-        self.in_caps, self.in_dim, self.out_caps, self.out_dim = in_caps, in_dim, out_caps, out_dim
+        checks.positive_ints(
+            in_caps=in_caps, in_dim=in_dim, out_caps=out_caps, out_dim=out_dim
+        )
+        self.in_caps, self.in_dim, self.out_caps, self.out_dim = (
+            in_caps,
+            in_dim,
+            out_caps,
+            out_dim,
+        )
         self.iterations = checks.integer("routing iterations", iterations, minimum=1)
         self.weight = nn.Parameter(torch.empty(in_caps, out_caps, out_dim, in_dim))
         self.reset_parameters()

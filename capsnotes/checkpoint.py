@@ -1,8 +1,8 @@
 """Checkpoints as safetensors files, written atomically: the model's tensors
-(``model.<name>``), the moving average's (``average.<name>``), Adam's per-parameter state
-(``optimizer.<index>.<name>``), and, as JSON in the file's metadata, everything else: the
-configuration, the history so far, the optimizer's and the scheduler's plain numbers,
-and a SHA-256 of the tensors, checked when the file is read."""
+(``model.<name>``), the moving average's (``average.<name>``), Adam's per-parameter
+state (``optimizer.<index>.<name>``), and, as JSON in the file's metadata, everything
+else: the configuration, the history so far, the optimizer's and the scheduler's plain
+numbers, and a SHA-256 of the tensors, checked when the file is read."""
 
 from __future__ import annotations
 
@@ -91,43 +91,64 @@ def load_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
     data = path.read_bytes()
     try:
         tensors = safetensors_load(data)
-        header = json.loads(data[8 : 8 + int.from_bytes(data[:8], "little")])["__metadata__"]
+        header = json.loads(data[8 : 8 + int.from_bytes(data[:8], "little")])[
+            "__metadata__"
+        ]
         if header.get("format") != FORMAT:
             raise ValueError(f"format {header.get('format')!r}")
         metadata, optimizer, scheduler = (
             json.loads(header[k]) for k in ("metadata", "optimizer", "scheduler")
         )
-    except (SafetensorError, ValueError, KeyError, TypeError, UnicodeDecodeError) as error:
+    except (
+        SafetensorError,
+        ValueError,
+        KeyError,
+        TypeError,
+        UnicodeDecodeError,
+    ) as error:
         raise ValueError(
-            f"{path} is not readable: expected a capsnotes safetensors checkpoint ({FORMAT}); "
+            f"{path} is not readable: expected a capsnotes safetensors checkpoint "
+            f"({FORMAT}); "
             f"{error}"
         ) from None
     if _digest(tensors) != header.get("sha256"):
-        raise ValueError(f"{path} is corrupted: its tensor data does not match its SHA-256")
+        raise ValueError(
+            f"{path} is corrupted: its tensor data does not match its SHA-256"
+        )
     parts: dict[str, dict[str, Any]] = {"model": {}, "average": {}, "optimizer": {}}
     for key, value in tensors.items():
         kind, name = key.split(".", 1)
         parts[kind][name] = value
     optimizer_state = None
     if optimizer is not None:
-        state: dict[int, dict[str, Any]] = {int(i): dict(v) for i, v in optimizer["plain"].items()}
+        state: dict[int, dict[str, Any]] = {
+            int(i): dict(v) for i, v in optimizer["plain"].items()
+        }
         for key, value in parts["optimizer"].items():
             index, name = key.split(".", 1)
             state.setdefault(int(index), {})[name] = value
         state = dict(sorted(state.items()))  # by parameter, as the optimizer keeps them
         optimizer_state = {"state": state, "param_groups": optimizer["param_groups"]}
     return Checkpoint(
-        path, metadata, parts["model"], parts["average"] or None, optimizer_state, scheduler
+        path,
+        metadata,
+        parts["model"],
+        parts["average"] or None,
+        optimizer_state,
+        scheduler,
     )
 
 
-def load_model_state(model: nn.Module, state: dict[str, Tensor], source: object) -> None:
-    """``model.load_state_dict(state)``, raising a ``ValueError`` that names ``source`` (the
-    file the state came from) when the tensors do not fit the model."""
+def load_model_state(
+    model: nn.Module, state: dict[str, Tensor], source: object
+) -> None:
+    """``model.load_state_dict(state)``, raising a ``ValueError`` that names ``source``
+    (the file the state came from) when the tensors do not fit the model."""
     try:
         model.load_state_dict(state)
     except RuntimeError as error:
         detail = " ".join(str(error).split())
         raise ValueError(
-            f"{source} does not fit a {type(model).__name__} built from its configuration: {detail}"
+            f"{source} does not fit a {type(model).__name__} built from its "
+            f"configuration: {detail}"
         ) from None

@@ -1,4 +1,5 @@
-"""What a training run is: :class:`TrainConfig`, the models it can name, and the profiles.
+"""What a training run is: :class:`TrainConfig`, the models it can name, and the
+profiles.
 
 Every field carries its documentation, from which the command line builds its options
 (``python -m capsnotes train --help``), and every field is checked when a configuration
@@ -49,7 +50,8 @@ class Architecture:
 
 
 #: The models, by the name a configuration uses. ``capsnet-pairs`` reads MultiMNIST: the
-#: trainer makes pairs of the dataset's digits, and a batch carries each digit alone too.
+#: trainer makes pairs of the dataset's digits, and a batch carries each digit alone
+#: too.
 ARCHITECTURES: dict[str, Architecture] = {
     "capsnet": Architecture(
         CapsNetConfig,
@@ -59,12 +61,16 @@ ARCHITECTURES: dict[str, Architecture] = {
         ),
     ),
     "cnn": Architecture(
-        ConvNetConfig, ConvNet, lambda config, output, *batch: convnet_loss(output, *batch)
+        ConvNetConfig,
+        ConvNet,
+        lambda config, output, *batch: convnet_loss(output, *batch),
     ),
     "capsnet-pairs": Architecture(
         CapsNetConfig,
         PairedCapsNet,
-        lambda config, output, *batch: pair_loss(output, *batch, config.reconstruction_weight),
+        lambda config, output, *batch: pair_loss(
+            output, *batch, config.reconstruction_weight
+        ),
     ),
 }
 
@@ -74,7 +80,8 @@ class TrainConfig:
     """Everything that determines a training run (and so its results)."""
 
     architecture: str = "capsnet"
-    """the model: capsnet, cnn (the baseline), or capsnet-pairs (two overlapping digits)"""
+    """the model: capsnet, cnn (the baseline), or capsnet-pairs (two overlapping
+    digits)"""
     dataset: str = "mnist"
     """the digits: mnist or fashion-mnist"""
     epochs: int = 1
@@ -86,7 +93,8 @@ class TrainConfig:
     lr_decay: float = 0.96
     """the learning rate is multiplied by this after every epoch"""
     train_size: int | None = None
-    """train on a random subset of this size (unset: all; capsnet-pairs: new pairs per epoch)"""
+    """train on a random subset of this size (unset: all; capsnet-pairs: new pairs per
+    epoch)"""
     test_size: int | None = None
     """test on a fixed random subset of this size (unset: all)"""
     max_shift: int = 2
@@ -114,7 +122,9 @@ class TrainConfig:
             ("dataset", self.dataset, DATASETS),
         ):
             if value not in known:
-                raise ValueError(f"unknown {name} {value!r}; expected one of {sorted(known)}")
+                raise ValueError(
+                    f"unknown {name} {value!r}; expected one of {sorted(known)}"
+                )
         model_class = ARCHITECTURES[self.architecture].config
         if isinstance(self.model, dict):
             object.__setattr__(self, "model", model_class(**self.model))
@@ -124,7 +134,9 @@ class TrainConfig:
                 f"got {type(self.model).__name__}"
             )
         checks.positive_ints(
-            epochs=self.epochs, batch_size=self.batch_size, eval_batch_size=self.eval_batch_size
+            epochs=self.epochs,
+            batch_size=self.batch_size,
+            eval_batch_size=self.eval_batch_size,
         )
         for name in ("train_size", "test_size", "canvas"):
             if getattr(self, name) is not None:
@@ -138,10 +150,16 @@ class TrainConfig:
             ("weight_averaging", "[0, 1)", lambda x: 0 <= x < 1),
         ):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not valid(value):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not valid(value)
+            ):
                 raise ValueError(f"{name} must lie in {interval}, got {value!r}")
         if not isinstance(self.mixed_precision, bool):
-            raise TypeError(f"mixed_precision must be True or False, got {self.mixed_precision!r}")
+            raise TypeError(
+                f"mixed_precision must be True or False, got {self.mixed_precision!r}"
+            )
 
     def objective(self, output: Any, *batch: torch.Tensor) -> Loss:
         """This run's training objective on one batch ``(images, labels, ...)``."""
@@ -175,28 +193,40 @@ def build_model(config: TrainConfig) -> nn.Module:
 
 
 def load_run_data(
-    config: TrainConfig, device: torch.device | str = "cpu", data_root: str | Path | None = None
+    config: TrainConfig,
+    device: torch.device | str = "cpu",
+    data_root: str | Path | None = None,
 ) -> tuple[Any, Any]:
     """The run's training and test data on ``device``: subsets where the configuration
-    asks; for two-digit runs, new pairs of the training digits every epoch and fixed pairs
-    of the test digits."""
+    asks; for two-digit runs, new pairs of the training digits every epoch and fixed
+    pairs of the test digits."""
     train_set = load_dataset(config.dataset, True, data_root)
     test_set = load_dataset(config.dataset, False, data_root)
     if config.architecture == "capsnet-pairs":
         canvas = config.model.image_size
-        pairs = make_pairs(test_set, config.test_size, TEST_PAIRS_SEED, canvas, config.max_shift)
+        pairs = make_pairs(
+            test_set, config.test_size, TEST_PAIRS_SEED, canvas, config.max_shift
+        )
         count = config.train_size or len(train_set)
         return FreshPairs(train_set.to(device), count, canvas), pairs.to(device)
     train_set = train_set.subset(config.train_size, config.seed)
     test_set = test_set.subset(config.test_size, seed=0)
     if config.canvas is not None:
-        train_set, test_set = train_set.padded(config.canvas), test_set.padded(config.canvas)
+        train_set, test_set = (
+            train_set.padded(config.canvas),
+            test_set.padded(config.canvas),
+        )
     model = config.model
     expected = (model.in_channels, model.image_size, model.image_size)
-    if tuple(train_set.images.shape[1:]) != expected or len(train_set.classes) != model.num_classes:
+    if (
+        tuple(train_set.images.shape[1:]) != expected
+        or len(train_set.classes) != model.num_classes
+    ):
         raise ValueError(
-            f"dataset {config.dataset!r} has images {tuple(train_set.images.shape[1:])} and "
-            f"{len(train_set.classes)} classes, but the model expects images {expected} and "
+            f"dataset {config.dataset!r} has images "
+            f"{tuple(train_set.images.shape[1:])} and "
+            f"{len(train_set.classes)} classes, but the model expects images "
+            f"{expected} and "
             f"{model.num_classes} classes"
         )
     return train_set.to(device), test_set.to(device)
@@ -204,11 +234,16 @@ def load_run_data(
 
 PROFILES: dict[str, TrainConfig] = {
     "quick": TrainConfig(
-        epochs=2, batch_size=32, train_size=2560, test_size=2000, max_shift=0, lr_decay=0.9
+        epochs=2,
+        batch_size=32,
+        train_size=2560,
+        test_size=2000,
+        max_shift=0,
+        lr_decay=0.9,
     ),
     "paper": TrainConfig(epochs=100, batch_size=128, max_shift=2, lr_decay=0.955),
-    # 1.25M parameters: 5×5 convolutions of 32, 64 and 64 channels, 2×2 pooling after the
-    # first two, then the paper's 328 and 192 units and dropout
+    # 1.25M parameters: 5×5 convolutions of 32, 64 and 64 channels, 2×2 pooling after
+    # the first two, then the paper's 328 and 192 units and dropout
     "cnn": TrainConfig(
         architecture="cnn",
         epochs=12,
@@ -217,7 +252,11 @@ PROFILES: dict[str, TrainConfig] = {
         model=ConvNetConfig(channels=(32, 64, 64), pool_after=(1, 2)),
     ),
     "paper-cnn": TrainConfig(
-        architecture="cnn", epochs=100, max_shift=2, lr_decay=0.955, model=ConvNetConfig()
+        architecture="cnn",
+        epochs=100,
+        max_shift=2,
+        lr_decay=0.955,
+        model=ConvNetConfig(),
     ),
     # the book's MultiMNIST model: 60,000 new pairs per epoch on the 36×36 canvas, each
     # digit shifted by up to 4 pixels, 128 channels and 16 capsule types (chapter 11)
@@ -234,11 +273,16 @@ PROFILES: dict[str, TrainConfig] = {
 
 def profile(name: str, **overrides: Any) -> TrainConfig:
     """The predefined configuration ``name`` with some fields replaced; ``model`` may be
-    a dict of the model's fields to replace (e.g. ``model={"routing_iterations": 1}``)."""
+    a dict of the model's fields to replace (e.g. ``model={"routing_iterations":
+    1}``)."""
     if name not in PROFILES:
-        raise ValueError(f"unknown profile {name!r}; expected one of {sorted(PROFILES)}")
+        raise ValueError(
+            f"unknown profile {name!r}; expected one of {sorted(PROFILES)}"
+        )
     base = PROFILES[name]
     model = overrides.pop("model", None) or {}
     if isinstance(model, dict):
         model = dataclasses.replace(base.model, **model)
-    return TrainConfig.from_dict(base.to_dict() | overrides | {"model": dataclasses.asdict(model)})
+    return TrainConfig.from_dict(
+        base.to_dict() | overrides | {"model": dataclasses.asdict(model)}
+    )

@@ -23,7 +23,8 @@ from .losses import Loss
 
 @dataclass(frozen=True)
 class ConvNetConfig:
-    """Every size of the CNN. The defaults are the paper's baseline (≈35.4M parameters)."""
+    """Every size of the CNN. The defaults are the paper's baseline (≈35.4M
+    parameters)."""
 
     image_size: int = 28
     """side of the square input images, in pixels"""
@@ -48,7 +49,9 @@ class ConvNetConfig:
         sizes = dataclasses.asdict(self)
         del sizes["pool_after"], sizes["dropout"]
         checks.positive_ints(**sizes)
-        if not self.channels or not set(self.pool_after) <= set(range(1, len(self.channels) + 1)):
+        if not self.channels or not set(self.pool_after) <= set(
+            range(1, len(self.channels) + 1)
+        ):
             raise ValueError(
                 f"pool_after must name some of the {len(self.channels)} convolutions "
                 f"(counted from 1), got {self.pool_after}"
@@ -59,7 +62,9 @@ class ConvNetConfig:
                 f"{self.kernel_size} and {self.dropout}"
             )
         if self.feature_side < 1:
-            raise ValueError(f"{len(self.pool_after)} poolings leave nothing of {self.image_size}")
+            raise ValueError(
+                f"{len(self.pool_after)} poolings leave nothing of {self.image_size}"
+            )
 
     @property
     def feature_side(self) -> int:
@@ -84,7 +89,9 @@ class ConvNet(nn.Module):
 
     def __init__(self, config: ConvNetConfig | None = None, **overrides: Any) -> None:
         super().__init__()
-        self.config = config = dataclasses.replace(config or ConvNetConfig(), **overrides)
+        self.config = config = dataclasses.replace(
+            config or ConvNetConfig(), **overrides
+        )
         layers: list[nn.Module] = []
         channels = config.in_channels
         for index, out_channels in enumerate(config.channels, start=1):
@@ -105,7 +112,9 @@ class ConvNet(nn.Module):
 
     def forward(self, images: Tensor, labels: Tensor | None = None) -> ConvNetOutput:
         side = self.config.image_size
-        checks.float_tensor("images", images, shape=(None, self.config.in_channels, side, side))
+        checks.float_tensor(
+            "images", images, shape=(None, self.config.in_channels, side, side)
+        )
         logits = self.classifier(self.features(images))
         return ConvNetOutput(logits, logits.argmax(dim=1))
 

@@ -6,8 +6,8 @@ batching is indexing and never the bottleneck.
 
 Where the files live: the ``root`` argument, else the environment variable
 ``CAPSNOTES_DATA``, else ``~/.cache/capsnotes/data``, in torchvision's layout
-(``MNIST/raw/train-images-idx3-ubyte``, ...). Missing files are downloaded when a network
-is there; gzipped ones (``*.gz``, as Debian ships Fashion-MNIST) are unpacked.
+(``MNIST/raw/train-images-idx3-ubyte``, ...). Missing files are downloaded when a
+network is there; gzipped ones (``*.gz``, as Debian ships Fashion-MNIST) are unpacked.
 """
 
 from __future__ import annotations
@@ -51,7 +51,8 @@ def data_root(root: str | os.PathLike[str] | None = None) -> Path:
 
 @dataclass
 class ImageSet:
-    """A labelled image set: ``images`` ``uint8 [N, C, H, W]``, ``labels`` ``int64 [N]``."""
+    """A labelled image set: ``images`` ``uint8 [N, C, H, W]``, ``labels`` ``int64
+    [N]``."""
 
     images: Tensor
     labels: Tensor
@@ -60,9 +61,13 @@ class ImageSet:
     def __post_init__(self) -> None:
         if not torch.is_tensor(self.images) or self.images.dtype != torch.uint8:
             got = getattr(self.images, "dtype", type(self.images).__name__)
-            raise TypeError(f"images must be a uint8 tensor [N, C, H, W] (pixels 0-255), got {got}")
+            raise TypeError(
+                f"images must be a uint8 tensor [N, C, H, W] (pixels 0-255), got {got}"
+            )
         if self.images.dim() != 4:
-            raise ValueError(f"images must be [N, C, H, W], got {tuple(self.images.shape)}")
+            raise ValueError(
+                f"images must be [N, C, H, W], got {tuple(self.images.shape)}"
+            )
         if not torch.is_tensor(self.labels) or self.labels.dtype != torch.int64:
             got = getattr(self.labels, "dtype", type(self.labels).__name__)
             raise TypeError(f"labels must be an int64 tensor [N], got {got}")
@@ -86,7 +91,9 @@ class ImageSet:
         """A random subset of ``size`` images (all of them if ``size`` is None)."""
         if size is None or checks.integer("subset size", size, minimum=1) >= len(self):
             return self
-        keep = torch.randperm(len(self), generator=torch.Generator().manual_seed(seed))[:size]
+        keep = torch.randperm(len(self), generator=torch.Generator().manual_seed(seed))[
+            :size
+        ]
         keep = keep.to(self.device)
         return ImageSet(self.images[keep], self.labels[keep], self.classes)
 
@@ -94,7 +101,9 @@ class ImageSet:
         """The images centred on a black ``size × size`` canvas."""
         height, width = self.images.shape[2:]
         if checks.integer("canvas size", size, minimum=1) < max(height, width):
-            raise ValueError(f"a {size}x{size} canvas cannot hold {height}x{width} images")
+            raise ValueError(
+                f"a {size}x{size} canvas cannot hold {height}x{width} images"
+            )
         top, left = (size - height) // 2, (size - width) // 2
         pad = (left, size - width - left, top, size - height - top)
         return ImageSet(F.pad(self.images, pad), self.labels, self.classes)
@@ -110,8 +119,9 @@ class ImageSet:
         max_shift: int = 0,
         generator: torch.Generator | None = None,
     ) -> Iterator[tuple[Tensor, Tensor]]:
-        """``(images, labels)``: floats ``[B, C, H, W]`` in ``[0, 1]`` and ``int64 [B]``, on
-        the set's device; ``generator`` (on that device too) drives shuffle and shifts."""
+        """``(images, labels)``: floats ``[B, C, H, W]`` in ``[0, 1]`` and ``int64
+        [B]``, on the set's device; ``generator`` (on that device too) drives shuffle
+        and shifts."""
         checks.integer("batch_size", batch_size, minimum=1)
         count = len(self)
         if shuffle:
@@ -139,7 +149,9 @@ def load_dataset(
     its message says where to put them.
     """
     if name not in DATASETS:
-        raise ValueError(f"unknown dataset {name!r}; expected one of {sorted(DATASETS)}")
+        raise ValueError(
+            f"unknown dataset {name!r}; expected one of {sorted(DATASETS)}"
+        )
     import torchvision.datasets
 
     folder_name, classes = DATASETS[name]
@@ -148,7 +160,9 @@ def load_dataset(
     raw = root_path / folder_name / "raw"
     for file in IDX_FILES:  # Debian's recompressed archives: torchvision refuses them
         if (raw / f"{file}.gz").exists() and not (raw / file).exists():
-            atomic_write_bytes(raw / file, gzip.decompress((raw / f"{file}.gz").read_bytes()))
+            atomic_write_bytes(
+                raw / file, gzip.decompress((raw / f"{file}.gz").read_bytes())
+            )
     try:
         dataset = dataset_class(str(root_path), train=train, download=False)
     except RuntimeError:
@@ -156,7 +170,9 @@ def load_dataset(
             raise FileNotFoundError(missing_message(folder_name, raw, False)) from None
         dataset = _download(dataset_class, root_path, raw, train)
     images = dataset.data.unsqueeze(1).contiguous()  # [N, H, W] → [N, 1, H, W]
-    return ImageSet(images, torch.as_tensor(dataset.targets, dtype=torch.int64), classes)
+    return ImageSet(
+        images, torch.as_tensor(dataset.targets, dtype=torch.int64), classes
+    )
 
 
 def _download(dataset_class, root: Path, raw: Path, train: bool):  # noqa: ANN001, ANN202
@@ -179,7 +195,8 @@ def missing_message(name: str, raw: Path, tried_download: bool) -> str:
     return (
         f"{name} was not found under {raw}"
         + (" and could not be downloaded" if tried_download else "")
-        + ".\nEither connect to the internet (it downloads automatically), or put the four "
+        + ".\nEither connect to the internet (it downloads automatically), or put the "
+        "four "
         f"IDX files ({', '.join(IDX_FILES)}; gzipped or not) into {raw},\nor point the "
         f"environment variable CAPSNOTES_DATA at a folder that has {name}/raw/ in it."
     )
@@ -188,8 +205,9 @@ def missing_message(name: str, raw: Path, tried_download: bool) -> str:
 def random_shift(
     images: Tensor, max_shift: int, generator: torch.Generator | None = None
 ) -> Tensor:
-    """Shift every image ``[B, C, H, W]`` by its own random offset of up to ``max_shift``
-    pixels in each direction, filling with zeros (the paper's only augmentation)."""
+    """Shift every image ``[B, C, H, W]`` by its own random offset of up to
+    ``max_shift`` pixels in each direction, filling with zeros (the paper's only
+    augmentation)."""
     if not torch.is_tensor(images) or images.dim() != 4:
         shape = tuple(getattr(images, "shape", ()))
         raise ValueError(f"images must be a tensor [B, C, H, W], got shape {shape}")

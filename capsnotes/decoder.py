@@ -19,11 +19,15 @@ from . import checks
 def mask_capsules(
     capsules: Float[Tensor, "batch classes dim"], classes: Int[Tensor, " batch"]
 ) -> Float[Tensor, "batch classes_times_dim"]:
-    """Keep the capsule of ``classes[b]`` in each example, zero the rest, and flatten."""
-    checks.float_tensor("capsules", capsules, "[batch, classes, dim]", shape=(None,) * 3)
+    """Keep the capsule of ``classes[b]`` in each example, zero the rest, and
+    flatten."""
+    checks.float_tensor(
+        "capsules", capsules, "[batch, classes, dim]", shape=(None,) * 3
+    )
     batch, num_classes, _ = capsules.shape
     checks.class_indices("classes", classes, num_classes, batch)
-    keep = nn.functional.one_hot(classes, num_classes).to(capsules.dtype)  # [B, classes]
+    # [B, classes]
+    keep = nn.functional.one_hot(classes, num_classes).to(capsules.dtype)
     return (capsules * keep.unsqueeze(-1)).flatten(1)
 
 
@@ -41,7 +45,10 @@ class Decoder(nn.Module):
     ) -> None:
         super().__init__()
         checks.positive_ints(
-            num_classes=num_classes, capsule_dim=capsule_dim, output_size=output_size, hidden=hidden
+            num_classes=num_classes,
+            capsule_dim=capsule_dim,
+            output_size=output_size,
+            hidden=hidden,
         )
         sizes = [num_classes * capsule_dim, *hidden]
         layers: list[nn.Module] = []
@@ -51,6 +58,8 @@ class Decoder(nn.Module):
         self.layers = nn.Sequential(*layers)
 
     def forward(
-        self, capsules: Float[Tensor, "batch classes dim"], classes: Int[Tensor, " batch"]
+        self,
+        capsules: Float[Tensor, "batch classes dim"],
+        classes: Int[Tensor, " batch"],
     ) -> Float[Tensor, "batch pixels"]:
         return self.layers(mask_capsules(capsules, classes))

@@ -11,8 +11,8 @@ from typing import Any
 
 
 def _file_mode() -> int:
-    """The permissions ``open()`` gives a new file: 0o666 less the umask, which Python can
-    only read by setting it (so it is read once, at import)."""
+    """The permissions ``open()`` gives a new file: 0o666 less the umask, which Python
+    can only read by setting it (so it is read once, at import)."""
     umask = os.umask(0o022)
     os.umask(umask)
     return 0o666 & ~umask
@@ -22,12 +22,15 @@ FILE_MODE = _file_mode()
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename:
-    the file is the old one or the whole new one, never a part; on an error nothing is
-    left behind. The file gets the permissions a plain ``open()`` would give it."""
+    """Write ``data`` to ``path`` through a temporary file in the same folder and a
+    rename: the file is the old one or the whole new one, never a part; on an error
+    nothing is left behind. The file gets the permissions a plain ``open()`` would give
+    it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    handle, temporary = tempfile.mkstemp(
+        dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"
+    )
     try:
         with os.fdopen(handle, "wb") as out:
             out.write(data)

@@ -17,7 +17,9 @@ class Loss(NamedTuple):
     """The value of a training objective for one batch."""
 
     total: Tensor  #: the scalar to minimise
-    terms: dict[str, Tensor]  #: its named parts, scalars, as the training records keep them
+    terms: dict[
+        str, Tensor
+    ]  #: its named parts, scalars, as the training records keep them
 
 
 class CapsuleOutput(Protocol):
@@ -29,7 +31,8 @@ class CapsuleOutput(Protocol):
 
 def class_presence(target: Tensor, num_classes: int, dtype: torch.dtype) -> Tensor:
     """``T_k`` ``[B, num_classes]``: 1 where class ``k`` is present, from class indices
-    ``[B]`` or from a presence matrix ``[B, num_classes]`` (several classes per image)."""
+    ``[B]`` or from a presence matrix ``[B, num_classes]`` (several classes per
+    image)."""
     if target.dim() == 1:
         return torch.nn.functional.one_hot(target.long(), num_classes).to(dtype)
     return target.to(dtype)
@@ -40,7 +43,8 @@ def check_target(target: object, batch: int, num_classes: int) -> None:
     if torch.is_tensor(target) and target.dim() == 2:
         if tuple(target.shape) != (batch, num_classes):
             raise ValueError(
-                f"target must be class indices [{batch}] or presence [{batch}, {num_classes}], "
+                f"target must be class indices [{batch}] or presence [{batch}, "
+                f"{num_classes}], "
                 f"got shape {tuple(target.shape)}"
             )
         return
@@ -67,7 +71,9 @@ def margin_loss(
     checks.float_tensor("v", v, "[batch, classes, dim]", shape=(None,) * 3)
     check_target(target, v.shape[0], v.shape[1])
     if not (0 <= m_neg < m_pos and lam >= 0):
-        raise ValueError(f"need 0 <= m_neg < m_pos and lam >= 0, got {m_neg}, {m_pos}, {lam}")
+        raise ValueError(
+            f"need 0 <= m_neg < m_pos and lam >= 0, got {m_neg}, {m_pos}, {lam}"
+        )
     present = class_presence(target, v.shape[1], v.dtype)  # T_k: [B, classes]
     lengths = torch.linalg.vector_norm(v, dim=-1)  # [B, classes]
     # Both hinge terms are squared: the gradient fades as a length reaches its margin.
@@ -89,14 +95,17 @@ def reconstruction_loss(
     if not torch.is_tensor(images) or len(images) != len(reconstructions):
         got = tuple(getattr(images, "shape", ()))
         raise ValueError(
-            f"batch sizes differ: reconstructions {tuple(reconstructions.shape)}, images {got}"
+            f"batch sizes differ: reconstructions {tuple(reconstructions.shape)}, "
+            f"images {got}"
         )
     if images[0].numel() != reconstructions[0].numel():
         raise ValueError(
             f"each reconstruction must have as many pixels as its image: "
             f"{tuple(reconstructions.shape[1:])} vs {tuple(images.shape[1:])}"
         )
-    errors = (reconstructions.flatten(1) - images.flatten(1).to(reconstructions.dtype)).pow(2)
+    errors = (
+        reconstructions.flatten(1) - images.flatten(1).to(reconstructions.dtype)
+    ).pow(2)
     return weight * errors.sum(dim=1).mean()
 
 
@@ -109,14 +118,15 @@ def capsnet_loss(
     margin: Callable[[Tensor, Tensor], Tensor] = margin_loss,
     reconstruction: Callable[[Tensor, Tensor, float], Tensor] = reconstruction_loss,
 ) -> Loss:
-    """The objective CapsNet is trained with (§4.1): the margin loss of the digit capsules
-    plus ``reconstruction_weight`` × the summed squared error of the reconstructions.
+    """The objective CapsNet is trained with (§4.1): the margin loss of the digit
+    capsules plus ``reconstruction_weight`` × the summed squared error of the
+    reconstructions.
 
     ``output`` is what ``CapsNet(images, labels)`` returned; ``target`` holds class
     indices ``[B]`` or presence ``[B, classes]``; ``reconstruction_weight`` 0 trains
     without the decoder's help. ``margin`` and ``reconstruction`` are the paper's terms
-    unless a comparison replaces one (:mod:`capsnotes.mistakes`). Both terms are computed
-    in float32, also where the forward pass ran in 16 bits.
+    unless a comparison replaces one (:mod:`capsnotes.mistakes`). Both terms are
+    computed in float32, also where the forward pass ran in 16 bits.
     """
     margin_term = margin(output.capsules.float(), target)
     reconstruction_term = reconstruction(
@@ -124,5 +134,8 @@ def capsnet_loss(
     )
     return Loss(
         margin_term + reconstruction_term,
-        {"margin_loss": margin_term.detach(), "reconstruction_loss": reconstruction_term.detach()},
+        {
+            "margin_loss": margin_term.detach(),
+            "reconstruction_loss": reconstruction_term.detach(),
+        },
     )

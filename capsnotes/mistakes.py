@@ -11,7 +11,8 @@ Nothing else in the package uses this module.
   capsules, so that a capsule holds neighbouring positions of one channel (chapter 3);
 * :func:`routing_over_children` — the routing softmax over the wrong axis (chapter 5);
 * :func:`routing_with_shared_logits` — one set of routing logits for the whole batch;
-* :func:`routing_that_returns_early` — a ``return`` inside the loop: one pass, whatever r;
+* :func:`routing_that_returns_early` — a ``return`` inside the loop: one pass, whatever
+  r;
 * :func:`unsquared_margin_loss` — eq. 4 without its squares (chapter 6);
 * :class:`PredictionMaskedCapsNet` — the decoder fed the predicted capsule in training;
 * :func:`mean_reconstruction_loss` — the reconstruction loss averaged over the pixels
@@ -36,8 +37,8 @@ def squash_without_eps(s: Tensor, dim: int = -1) -> Tensor:
 
 
 class ReshapedPrimaryCapsules(PrimaryCapsules):
-    """WRONG: ``maps.view(batch, -1, capsule_dim)`` on the convolution's ``[B, C·D, H', W']``
-    output. Memory runs along the grid first, so a "capsule" is ``capsule_dim``
+    """WRONG: ``maps.view(batch, -1, capsule_dim)`` on the convolution's ``[B, C·D, H',
+    W']`` output. Memory runs along the grid first, so a "capsule" is ``capsule_dim``
     neighbouring positions of one channel (some straddle two channels), not the
     ``capsule_dim`` channels of one capsule type at one position."""
 
@@ -48,7 +49,8 @@ class ReshapedPrimaryCapsules(PrimaryCapsules):
 
 def routing_over_children(u_hat: Tensor, iterations: int = 3) -> tuple[Tensor, Tensor]:
     """WRONG: Procedure 1 with the softmax over the children (dim 1 of the logits
-    ``[batch, child, parent]``): now every ``c[b, :, j]`` sums to 1. Returns ``(v, c)``."""
+    ``[batch, child, parent]``): now every ``c[b, :, j]`` sums to 1. Returns ``(v,
+    c)``."""
     logits = u_hat.new_zeros(u_hat.shape[:3])
     for iteration in range(iterations):
         coupling = logits.softmax(dim=1)  # over the children: the mistake
@@ -58,7 +60,9 @@ def routing_over_children(u_hat: Tensor, iterations: int = 3) -> tuple[Tensor, T
     return v, coupling
 
 
-def routing_with_shared_logits(u_hat: Tensor, iterations: int = 3) -> tuple[Tensor, Tensor]:
+def routing_with_shared_logits(
+    u_hat: Tensor, iterations: int = 3
+) -> tuple[Tensor, Tensor]:
     """WRONG: one set of logits ``[1, child, parent]`` for the whole batch, grown by the
     agreement averaged over the batch: an image's routing depends on the others in its
     batch. Returns ``(v, c)``."""
@@ -73,8 +77,8 @@ def routing_with_shared_logits(u_hat: Tensor, iterations: int = 3) -> tuple[Tens
 
 
 def routing_that_returns_early(u_hat: Tensor, iterations: int = 3) -> Tensor:
-    """WRONG: the ``return`` indented into the loop, so routing stops after its first pass
-    (uniform couplings) however many iterations are asked for."""
+    """WRONG: the ``return`` indented into the loop, so routing stops after its first
+    pass (uniform couplings) however many iterations are asked for."""
     logits = u_hat.new_zeros(u_hat.shape[:3])
     for _ in range(iterations):
         coupling = logits.softmax(dim=2)
@@ -87,8 +91,8 @@ def routing_that_returns_early(u_hat: Tensor, iterations: int = 3) -> Tensor:
 def unsquared_margin_loss(
     v: Tensor, target: Tensor, m_pos: float = 0.9, m_neg: float = 0.1, lam: float = 0.5
 ) -> Tensor:
-    """WRONG: the margin loss of eq. 4 with hinge terms that are not squared, so the pull
-    on a capsule stays constant up to its margin and then stops."""
+    """WRONG: the margin loss of eq. 4 with hinge terms that are not squared, so the
+    pull on a capsule stays constant up to its margin and then stops."""
     present = class_presence(target, v.shape[1], v.dtype)
     lengths = torch.linalg.vector_norm(v, dim=-1)
     loss_present = present * torch.relu(m_pos - lengths)
@@ -98,7 +102,8 @@ def unsquared_margin_loss(
 
 class PredictionMaskedCapsNet(CapsNet):
     """WRONG: the decoder draws from the capsule of the prediction in training too (the
-    labels are ignored), so while the network is wrong it learns to draw the wrong digit."""
+    labels are ignored), so while the network is wrong it learns to draw the wrong
+    digit."""
 
     def forward(self, images: Tensor, labels: Tensor | None = None) -> CapsNetOutput:
         return super().forward(images)  # labels dropped: the mistake
@@ -107,7 +112,9 @@ class PredictionMaskedCapsNet(CapsNet):
 def mean_reconstruction_loss(
     reconstructions: Tensor, images: Tensor, weight: float = 0.0005
 ) -> Tensor:
-    """WRONG: ``weight`` times the *mean* squared pixel error (``nn.MSELoss``), where the
-    paper scales the sum: on 28×28 images 784 times weaker."""
-    errors = (reconstructions.flatten(1) - images.flatten(1).to(reconstructions.dtype)).pow(2)
+    """WRONG: ``weight`` times the *mean* squared pixel error (``nn.MSELoss``), where
+    the paper scales the sum: on 28×28 images 784 times weaker."""
+    errors = (
+        reconstructions.flatten(1) - images.flatten(1).to(reconstructions.dtype)
+    ).pow(2)
     return weight * errors.mean()

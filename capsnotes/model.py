@@ -55,11 +55,13 @@ class CapsNetConfig:
     """sizes of the decoder's hidden layers"""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "decoder_hidden", tuple(self.decoder_hidden))  # lists from JSON
+        # lists from JSON
+        object.__setattr__(self, "decoder_hidden", tuple(self.decoder_hidden))
         checks.positive_ints(**dataclasses.asdict(self))
         if self.num_classes < 2:
             raise ValueError(f"num_classes must be at least 2, got {self.num_classes}")
-        _ = self.primary_grid  # raises if an image is too small for the two convolutions
+        # raises if an image is too small for the two convolutions
+        _ = self.primary_grid
 
     @property
     def primary_grid(self) -> int:
@@ -85,8 +87,8 @@ class CapsNetOutput(NamedTuple):
 class CapsNet(nn.Module):
     """Conv → primary capsules → digit capsules with routing → decoder.
 
-    ``model(images, labels=None)`` takes ``images`` ``[B, C, H, W]`` (floats in
-    ``[0, 1]``) and optional integer ``labels`` ``[B]``; the decoder reconstructs from the
+    ``model(images, labels=None)`` takes ``images`` ``[B, C, H, W]`` (floats in ``[0,
+    1]``) and optional integer ``labels`` ``[B]``; the decoder reconstructs from the
     capsule of the label when given, of the prediction otherwise.
     """
 
@@ -94,7 +96,9 @@ class CapsNet(nn.Module):
         super().__init__()
         config = dataclasses.replace(config or CapsNetConfig(), **overrides)
         self.config = config
-        self.conv1 = nn.Conv2d(config.in_channels, config.conv_channels, config.conv_kernel)
+        self.conv1 = nn.Conv2d(
+            config.in_channels, config.conv_channels, config.conv_kernel
+        )
         self.primary = PrimaryCapsules(
             config.conv_channels,
             config.primary_channels,
@@ -122,13 +126,17 @@ class CapsNet(nn.Module):
         """Images → primary capsules ``u``."""
         side, channels = self.config.image_size, self.config.in_channels
         layout = f"[batch, {channels}, {side}, {side}] (pixels in [0, 1])"
-        checks.float_tensor("images", images, layout, shape=(None, channels, side, side))
+        checks.float_tensor(
+            "images", images, layout, shape=(None, channels, side, side)
+        )
         return self.primary(torch.relu(self.conv1(images)))
 
     def encode(self, images: Tensor, return_coupling: bool = False) -> Any:
-        """Images → digit capsules ``[B, num_classes, digit_dim]`` (and the last coupling
-        coefficients ``[B, num_primary, num_classes]`` if asked)."""
-        return self.digits(self.primary_capsules(images), return_coupling=return_coupling)
+        """Images → digit capsules ``[B, num_classes, digit_dim]`` (and the last
+        coupling coefficients ``[B, num_primary, num_classes]`` if asked)."""
+        return self.digits(
+            self.primary_capsules(images), return_coupling=return_coupling
+        )
 
     def forward(
         self,

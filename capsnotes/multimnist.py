@@ -1,5 +1,5 @@
-"""MultiMNIST (Sabour et al. 2017, §6): two overlapping digits, both to be recognised and
-each reconstructed on its own.
+"""MultiMNIST (Sabour et al. 2017, §6): two overlapping digits, both to be recognised
+and each reconstructed on its own.
 
 Each example overlays two MNIST digits of different classes from the same split: each is
 centred on a 36×36 canvas and shifted by up to 4 pixels in each direction, and the image
@@ -13,9 +13,9 @@ it like any other run: fresh pairs every epoch (:class:`FreshPairs`), this objec
 
 ::
 
-    pairs = make_pairs(test_set, seed=1)            # images [N, 1, 36, 36], labels [N, 2]
-    output = PairedCapsNet(config)(images, labels)  # reconstructions [B, 2, 1, 36, 36]
-    loss = pair_loss(output, images, labels, parts) # margin loss of both + 0.0005 · SSE of each
+    pairs = make_pairs(test_set, seed=1)  # images [N, 1, 36, 36], labels [N, 2]
+    output = PairedCapsNet(config)(images, labels)  # reconstructions [B, 2, ...]
+    loss = pair_loss(output, images, labels, parts)  # both margins + each SSE
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ CANVAS, MAX_SHIFT = 36, 4
 
 @dataclass
 class DigitPairs:
-    """``N`` MultiMNIST examples, kept as bytes; each pair's classes in ascending order."""
+    """``N`` MultiMNIST examples, kept as bytes; each pair's classes in ascending
+    order."""
 
     images: Tensor  #: ``uint8 [N, 1, S, S]``: the two digits overlaid (pixel-wise max)
     parts: Tensor  #: ``uint8 [N, 2, 1, S, S]``: each digit alone, where it was placed
@@ -49,7 +50,9 @@ class DigitPairs:
         return self.images.shape[0]
 
     def to(self, device: torch.device | str) -> DigitPairs:
-        return DigitPairs(self.images.to(device), self.parts.to(device), self.labels.to(device))
+        return DigitPairs(
+            self.images.to(device), self.parts.to(device), self.labels.to(device)
+        )
 
     def batches(
         self,
@@ -58,8 +61,9 @@ class DigitPairs:
         max_shift: int = 0,
         generator=None,  # noqa: ANN001
     ) -> Iterator[tuple[Tensor, Tensor, Tensor]]:
-        """``(images, labels, parts)``, images and parts as floats in ``[0, 1]``, in order or
-        shuffled with ``generator``. (The digits were shifted when the pairs were made.)"""
+        """``(images, labels, parts)``, images and parts as floats in ``[0, 1]``, in
+        order or shuffled with ``generator``. (The digits were shifted when the pairs
+        were made.)"""
         checks.integer("batch_size", batch_size, minimum=1)
         device = self.images.device
         count = len(self)
@@ -81,10 +85,10 @@ def make_pairs(
     canvas: int = CANVAS,
     max_shift: int = MAX_SHIFT,
 ) -> DigitPairs:
-    """MultiMNIST examples from ``data`` (28×28 digits), drawn with a generator seeded by
-    ``seed``: the first digit of example ``n`` is ``data[n]`` when ``count`` is None (one
-    example per digit) and a random digit otherwise; the second is a random digit of
-    another class. Each is shifted on its own by up to ``max_shift`` pixels."""
+    """MultiMNIST examples from ``data`` (28×28 digits), drawn with a generator seeded
+    by ``seed``: the first digit of example ``n`` is ``data[n]`` when ``count`` is None
+    (one example per digit) and a random digit otherwise; the second is a random digit
+    of another class. Each is shifted on its own by up to ``max_shift`` pixels."""
     generator = torch.Generator().manual_seed(seed)
     labels = data.labels.cpu()
     if count is None:
@@ -99,7 +103,9 @@ def make_pairs(
         second[same] = torch.randint(len(data), (int(same.sum()),), generator=generator)
         same = labels[first] == labels[second]
     images = data.padded(canvas).images.cpu()
-    shifted = [random_shift(images[index], max_shift, generator) for index in (first, second)]
+    shifted = [
+        random_shift(images[index], max_shift, generator) for index in (first, second)
+    ]
     parts = torch.stack(shifted, dim=1)  # [N, 2, 1, S, S]
     pair_labels = torch.stack([labels[first], labels[second]], dim=1)
     order = pair_labels.argsort(dim=1)  # the smaller class first, its digit with it
@@ -109,8 +115,9 @@ def make_pairs(
 
 @dataclass
 class FreshPairs:
-    """``count`` new pairs of ``digits`` every pass (every training epoch), drawn from the
-    pass's ``generator``: a run that is resumed sees the pairs it would have seen."""
+    """``count`` new pairs of ``digits`` every pass (every training epoch), drawn from
+    the pass's ``generator``: a run that is resumed sees the pairs it would have
+    seen."""
 
     digits: ImageSet
     count: int
@@ -126,9 +133,13 @@ class FreshPairs:
         max_shift: int = MAX_SHIFT,
         generator=None,  # noqa: ANN001
     ) -> Iterator[tuple[Tensor, Tensor, Tensor]]:
-        seed = int(torch.randint(2**62, (1,), generator=generator, device=self.digits.device))
+        seed = int(
+            torch.randint(2**62, (1,), generator=generator, device=self.digits.device)
+        )
         pairs = make_pairs(self.digits, self.count, seed, self.canvas, max_shift)
-        yield from pairs.to(self.digits.device).batches(batch_size, shuffle, generator=generator)
+        yield from pairs.to(self.digits.device).batches(
+            batch_size, shuffle, generator=generator
+        )
 
 
 class PairOutput(NamedTuple):
@@ -136,7 +147,9 @@ class PairOutput(NamedTuple):
 
     capsules: Tensor  #: ``[B, classes, dim]``
     lengths: Tensor  #: ``[B, classes]``
-    predictions: Tensor  #: ``[B, 2]``: the two longest capsules, the smaller class first
+    predictions: (
+        Tensor  #: ``[B, 2]``: the two longest capsules, the smaller class first
+    )
     reconstructions: Tensor  #: ``[B, 2, C, H, W]``: one image per digit
 
 
@@ -151,11 +164,15 @@ class PairedCapsNet(CapsNet):
         predictions = lengths.topk(2, dim=1).indices.sort(dim=1).values
         if labels is not None:
             if labels.dim() != 2 or labels.shape[1] != 2:
-                raise ValueError(f"labels must be [batch, 2], got shape {tuple(labels.shape)}")
+                raise ValueError(
+                    f"labels must be [batch, 2], got shape {tuple(labels.shape)}"
+                )
             checks.class_indices("labels", labels.flatten(), self.config.num_classes)
         chosen = predictions if labels is None else labels
         # one digit at a time: the decoder sees only the capsule of that digit
-        drawn = [self.decoder(capsules, chosen[:, k]).view(images.shape) for k in range(2)]
+        drawn = [
+            self.decoder(capsules, chosen[:, k]).view(images.shape) for k in range(2)
+        ]
         return PairOutput(capsules, lengths, predictions, torch.stack(drawn, dim=1))
 
 
@@ -166,12 +183,15 @@ def pair_loss(
     parts: Tensor,
     reconstruction_weight: float = 0.0005,
 ) -> Loss:
-    """:func:`~capsnotes.capsnet_loss` for two digits: both classes present in the margin
-    loss, each reconstruction compared with its own digit (``parts`` ``[B, 2, C, H, W]``)."""
-    presence = F.one_hot(labels, output.capsules.shape[1]).sum(dim=1).clamp(max=1)  # [B, classes]
+    """:func:`~capsnotes.capsnet_loss` for two digits: both classes present in the
+    margin loss, each reconstruction compared with its own digit (``parts`` ``[B, 2, C,
+    H, W]``)."""
+    # [B, classes]
+    presence = F.one_hot(labels, output.capsules.shape[1]).sum(dim=1).clamp(max=1)
     return capsnet_loss(output, parts, presence, reconstruction_weight)
 
 
 def both_right(predictions: Tensor, labels: Tensor) -> Tensor:
-    """Per example, whether the two predicted classes are the two labels (in any order)."""
+    """Per example, whether the two predicted classes are the two labels (in any
+    order)."""
     return (predictions.sort(dim=1).values == labels.sort(dim=1).values).all(dim=1)

@@ -36,7 +36,8 @@ PRETRAINED: dict[str, str] = {
     "mnist": "the paper's MNIST CapsNet (3 routing iterations, with the decoder)",
     "fashion-mnist": "the paper's CapsNet trained on Fashion-MNIST",
     "cnn-mnist": "the baseline CNN (the `cnn` profile) trained on MNIST",
-    "multimnist": "a CapsNet reading two overlapping digits (MultiMNIST, the campaign's CPU scale)",
+    "multimnist": "a CapsNet reading two overlapping digits (MultiMNIST, the "
+    "campaign's CPU scale)",
 }
 
 
@@ -44,7 +45,9 @@ def pretrained_files(name: str, folder: Path | None = None) -> tuple[Path, Path]
     """The weights file and the provenance record of the model ``name``: one of the
     shipped models (:data:`PRETRAINED`), or with ``folder`` any model stored there."""
     if not isinstance(name, str) or (folder is None and name not in PRETRAINED):
-        raise ValueError(f"unknown pretrained model {name!r}; expected one of {sorted(PRETRAINED)}")
+        raise ValueError(
+            f"unknown pretrained model {name!r}; expected one of {sorted(PRETRAINED)}"
+        )
     folder = WEIGHTS_DIR if folder is None else Path(folder)
     return folder / f"{name}.safetensors", folder / f"{name}.json"
 
@@ -65,17 +68,20 @@ def load_pretrained(
     Returns:
         ``(model, history)``: the model (a plain :class:`~capsnotes.CapsNet` with the
         reference implementations, a :class:`~capsnotes.multimnist.PairedCapsNet`, or a
-        :class:`~capsnotes.convnet.ConvNet`) in float32
-        and evaluation mode, and the provenance record, in which
-        ``history["epochs"][-1]["test_accuracy"]`` is the run's final accuracy (a fraction)
-        on all 10,000 test images and ``history["shipped"]`` describes the stored weights.
+        :class:`~capsnotes.convnet.ConvNet`) in float32 and evaluation mode, and the
+        provenance record, in which ``history["epochs"][-1]["test_accuracy"]`` is the
+        run's final accuracy (a fraction) on all 10,000 test images and
+        ``history["shipped"]`` describes the stored weights.
 
     Raises:
-        ValueError: unknown ``name``, or the files are damaged, do not belong together, or
+        ValueError: unknown ``name``, or the files are damaged, do not belong together,
+        or
             do not fit the model they describe.
         FileNotFoundError: a file is missing; the message names it.
     """
-    weights_path, record_path = pretrained_files(name, None if folder is None else Path(folder))
+    weights_path, record_path = pretrained_files(
+        name, None if folder is None else Path(folder)
+    )
     for path in (weights_path, record_path):
         if not path.is_file():
             raise FileNotFoundError(
@@ -86,15 +92,27 @@ def load_pretrained(
         history = json.loads(record_path.read_text())
         expected_sha = history["shipped"]["sha256"]
         config = TrainConfig.from_dict(history["train_config"])
-    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as error:
-        raise ValueError(f"{record_path} is not a readable provenance record: {error}") from None
+    except (
+        json.JSONDecodeError,
+        UnicodeDecodeError,
+        KeyError,
+        TypeError,
+        ValueError,
+    ) as error:
+        raise ValueError(
+            f"{record_path} is not a readable provenance record: {error}"
+        ) from None
     if file_sha256(weights_path) != expected_sha:
         raise ValueError(
-            f"{weights_path} does not match its record {record_path.name} (SHA-256 differs): "
+            f"{weights_path} does not match its record {record_path.name} (SHA-256 "
+            "differs): "
             "the file is damaged or comes from another run"
         )
-    checkpoint = load_checkpoint(weights_path)  # checks the format and the tensor digest
+    # checks the format and the tensor digest
+    checkpoint = load_checkpoint(weights_path)
     model = build_model(config)
     state = {key: value.float() for key, value in checkpoint.model_state.items()}
-    load_model_state(model, state, f"{weights_path} (with its record {record_path.name})")
+    load_model_state(
+        model, state, f"{weights_path} (with its record {record_path.name})"
+    )
     return model.to("cpu" if device is None else device).eval(), history

@@ -41,7 +41,9 @@ def dynamic_routing(
     ``c[b, i, :]`` sums to 1.
     """
     # line 1: the votes û_{j|i} and r
-    checks.float_tensor("u_hat", u_hat, "[batch, child, parent, dim]", shape=(None,) * 4)
+    checks.float_tensor(
+        "u_hat", u_hat, "[batch, child, parent, dim]", shape=(None,) * 4
+    )
     checks.integer("routing iterations", iterations, minimum=1)
     # line 2: b_ij ← 0, per example: no image's routing depends on another's
     logits = u_hat.new_zeros(u_hat.shape[:3])  # b: [batch, child, parent]

@@ -13,21 +13,27 @@ from jaxtyping import Float
 from torch import Tensor, nn
 
 
-def squash(s: Float[Tensor, "*shape"], dim: int = -1, eps: float = 1e-8) -> Float[Tensor, "*shape"]:
+def squash(
+    s: Float[Tensor, "*shape"], dim: int = -1, eps: float = 1e-8
+) -> Float[Tensor, "*shape"]:
     r"""Squash the vectors along ``dim`` (eq. 1).
 
-    .. math:: v = \frac{\lVert s\rVert^2}{1 + \lVert s\rVert^2}\,\frac{s}{\lVert s\rVert}
+    .. math::
+        v = \frac{\lVert s\rVert^2}{1 + \lVert s\rVert^2}\,\frac{s}{\lVert s\rVert}
 
     ``‖s‖`` is computed as ``sqrt(‖s‖² + eps)``, so that ``squash(0) = 0`` with gradient
     0 instead of 0/0. The result has the shape, dtype and device of ``s``, points along
     ``s``, and is shorter than 1.
     """
     if not (torch.is_tensor(s) and s.is_floating_point()):
-        raise TypeError(f"s must be a floating-point torch.Tensor, got {getattr(s, 'dtype', s)!r}")
+        raise TypeError(
+            f"s must be a floating-point torch.Tensor, got {getattr(s, 'dtype', s)!r}"
+        )
     if not eps > 0:
         raise ValueError(f"eps must be positive, got {eps}")
     squared_length = s.pow(2).sum(dim=dim, keepdim=True)  # ‖s‖²
-    # ‖s‖²/(1+‖s‖²) shrinks the length into [0, 1); dividing by ‖s‖ makes s a unit vector.
+    # ‖s‖²/(1+‖s‖²) shrinks the length into [0, 1); dividing by ‖s‖ makes s a unit
+    # vector.
     scale = squared_length / (1.0 + squared_length) / torch.sqrt(squared_length + eps)
     return s * scale
 

@@ -2,11 +2,11 @@
 
 ::
 
-    output = model(images, labels)               # forward; the decoder sees the label's capsule
-    loss = objective(output, images, labels)     # capsnet_loss: margin loss + 0.0005 · SSE
-    loss.total.backward()                        # gradients
-    optimizer.step()                             # Adam
-    average.update(model)                        # optional moving average of the weights
+    output = model(images, labels)            # the decoder sees the label's capsule
+    loss = objective(output, images, labels)  # margin loss + 0.0005 · SSE
+    loss.total.backward()                     # gradients
+    optimizer.step()                          # Adam
+    average.update(model)                     # optional moving average of the weights
 
 :func:`training_step` is that step; :class:`TrainingStep` binds it to a model, an
 optimizer, an objective, a precision and an average, so that the trainer calls
@@ -32,9 +32,9 @@ Objective = Callable[..., Loss]
 
 
 class WeightAverage:
-    """An exponential moving average of a model's weights: after every step
-    ``a ← a + (1 - decay) (w - a)`` (torch's ``swa_utils`` EMA update). ``average.model``
-    holds the averaged weights; evaluate and save it like the model itself."""
+    """An exponential moving average of a model's weights: after every step ``a ← a + (1
+    - decay) (w - a)`` (torch's ``swa_utils`` EMA update). ``average.model`` holds the
+    averaged weights; evaluate and save it like the model itself."""
 
     def __init__(self, model: nn.Module, decay: float) -> None:
         self.decay = decay
@@ -67,14 +67,18 @@ def training_step(
     # In place, so that every step uses the same buffers (a recorded step needs that).
     optimizer.zero_grad(set_to_none=False)
     with torch.autocast(
-        images.device.type, precision, enabled=precision is not None, cache_enabled=False
+        images.device.type,
+        precision,
+        enabled=precision is not None,
+        cache_enabled=False,
     ):
-        output = model(images, labels)  # with the labels: the decoder sees the true class
+        # with the labels: the decoder sees the true class
+        output = model(images, labels)
     loss = objective(output, *batch)  # computed in float32
     if scaler is None:
         loss.total.backward()
         optimizer.step()
-    else:  # fp16: scale the loss so that small gradients survive, skip a step that overflowed
+    else:  # fp16: scale the loss so small gradients survive; skip steps that overflow
         scaler.scale(loss.total).backward()
         scaler.step(optimizer)
         scaler.update()

@@ -56,7 +56,8 @@ class TrainingRun:
     scheduler: torch.optim.lr_scheduler.ExponentialLR
     step: TrainingStep
     average: WeightAverage | None = None
-    #: how the run computes (for the history): implementations, precision, optimizer, graphs
+    #: how the run computes (for the history): implementations, precision, optimizer,
+    #: graphs
     details: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -70,16 +71,23 @@ class TrainingRun:
             "model_state": self.model.state_dict(),
             "optimizer_state": self.optimizer.state_dict(),
             "scheduler_state": self.scheduler.state_dict(),
-            "average_state": None if self.average is None else self.average.model.state_dict(),
+            "average_state": None
+            if self.average is None
+            else self.average.model.state_dict(),
         }
 
     def load(self, checkpoint: Checkpoint) -> None:
-        """Continue from ``checkpoint``: weights, average, Adam's state and the schedule."""
+        """Continue from ``checkpoint``: weights, average, Adam's state and the
+        schedule."""
         load_model_state(self.model, checkpoint.model_state, checkpoint.path)
         if self.average is not None:
             if checkpoint.average_state is None:
-                raise ValueError(f"{checkpoint.path} has no averaged weights to resume from")
-            load_model_state(self.average.model, checkpoint.average_state, checkpoint.path)
+                raise ValueError(
+                    f"{checkpoint.path} has no averaged weights to resume from"
+                )
+            load_model_state(
+                self.average.model, checkpoint.average_state, checkpoint.path
+            )
         self.optimizer.load_state_dict(checkpoint.optimizer_state)
         self.scheduler.load_state_dict(checkpoint.scheduler_state)
 
@@ -88,8 +96,8 @@ def choose_implementation(
     config: TrainConfig, device: torch.device, sample: tuple | None
 ) -> dict[str, Any]:
     """How a run of ``config`` computes on ``device`` (the fast path): ``routing``,
-    ``convolution`` and ``precision`` (a 16-bit format's name, or ``"float32"``), and on a
-    CPU the timings of the candidates that decided (``sample``: a real batch)."""
+    ``convolution`` and ``precision`` (a 16-bit format's name, or ``"float32"``), and on
+    a CPU the timings of the candidates that decided (``sample``: a real batch)."""
     capsnet = config.architecture != "cnn"  # the CNN has no layers of CapsNet's to swap
     chosen: dict[str, Any] = {"precision": "float32"}
     if capsnet:
@@ -134,16 +142,25 @@ def build_run(
     if "routing" in chosen:
         model = speed_up(model, chosen["routing"], chosen.get("convolution", "native"))
     model = model.to(device)
-    precision = {**PRECISIONS, "float16": torch.float16}[chosen.get("precision", "float32")]
+    precision = {**PRECISIONS, "float16": torch.float16}[
+        chosen.get("precision", "float32")
+    ]
     scaler = torch.amp.GradScaler(device.type) if precision == torch.float16 else None
     if graphed is None:
         graphed = fast and device.type == "cuda" and scaler is None
     fused_adam = fast if fused_adam is None else fused_adam
     optimizer = torch.optim.Adam(
-        model.parameters(), lr=config.learning_rate, fused=fused_adam, capturable=graphed
+        model.parameters(),
+        lr=config.learning_rate,
+        fused=fused_adam,
+        capturable=graphed,
     )
     scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=config.lr_decay)
-    average = WeightAverage(model, config.weight_averaging) if config.weight_averaging else None
+    average = (
+        WeightAverage(model, config.weight_averaging)
+        if config.weight_averaging
+        else None
+    )
     step = TrainingStep(model, optimizer, config.objective, precision, scaler, average)
     if graphed:
         step = GraphedStep(step)
@@ -183,11 +200,11 @@ def train(
     """Train a model with ``config``, saving into ``out_dir`` after every epoch.
 
     ``resume`` continues from ``out_dir``'s checkpoint, which must come from the same
-    configuration but for a larger ``epochs`` (an extended run trains exactly as a longer
-    one would have). ``fast``: the fast paths (:func:`build_run`); ``implementation``
-    fixes them instead of timing the candidates. ``provenance`` (e.g. the command) is kept
-    in the history; ``on_epoch_end`` gets each epoch's record; the checkpoint is written
-    every ``checkpoint_every`` epochs and after the last.
+    configuration but for a larger ``epochs`` (an extended run trains exactly as a
+    longer one would have). ``fast``: the fast paths (:func:`build_run`);
+    ``implementation`` fixes them instead of timing the candidates. ``provenance`` (e.g.
+    the command) is kept in the history; ``on_epoch_end`` gets each epoch's record; the
+    checkpoint is written every ``checkpoint_every`` epochs and after the last.
     """
     checks.integer("checkpoint_every", checkpoint_every, minimum=1)
     started = time.perf_counter()
@@ -197,10 +214,19 @@ def train(
     previous = checkpoint_to_resume(checkpoint_path, config) if resume else None
     train_data, test_data = load_run_data(config, device, data_root)
     done = 0 if previous is None else len(previous.metadata["history"]["epochs"])
-    implementation = (implementation_to_keep(previous, device) if fast else None) or implementation
-    timing = fast and implementation is None and done < config.epochs and device.type == "cpu"
+    implementation = (
+        implementation_to_keep(previous, device) if fast else None
+    ) or implementation
+    timing = (
+        fast
+        and implementation is None
+        and done < config.epochs
+        and device.type == "cpu"
+    )
     sample = next(train_data.batches(config.batch_size)) if timing else None
-    run = build_run(config, device, fast=fast, sample=sample, implementation=implementation)
+    run = build_run(
+        config, device, fast=fast, sample=sample, implementation=implementation
+    )
     if previous is None:
         history = {
             "train_config": config.to_dict(),
@@ -218,7 +244,8 @@ def train(
         record = _train_epoch(run, train_data, epoch, progress)
         run.scheduler.step()
         record |= _test(run, test_data)
-        if epoch == done + 1:  # this call's first epoch: it becomes a session of the run
+        # this call's first epoch: it becomes a session of the run
+        if epoch == done + 1:
             history.setdefault("sessions", []).append(0.0)
             details = {"provenance": provenance or {}, **run.details}
             history.setdefault("session_details", []).append(details)
@@ -227,7 +254,11 @@ def train(
         history["wall_seconds"] = sum(history["sessions"])
         history["test_accuracy"] = record["test_accuracy"]
         if epoch == config.epochs or (epoch - done) % checkpoint_every == 0:
-            metadata = {"train_config": config.to_dict(), "epoch": epoch, "history": history}
+            metadata = {
+                "train_config": config.to_dict(),
+                "epoch": epoch,
+                "history": history,
+            }
             save_checkpoint(checkpoint_path, metadata=metadata, **run.state())
         write_json(out_dir / "history.json", history)
         if on_epoch_end is not None:
@@ -245,41 +276,53 @@ def checkpoint_to_resume(path: Path, config: TrainConfig) -> Checkpoint | None:
     if dataclasses.replace(before, epochs=config.epochs) != config:
         raise ValueError(
             f"{path} comes from a different configuration; "
-            "train into another folder, or pass resume=False (--no-resume) to start over"
+            "train into another folder, or pass resume=False (--no-resume) to start "
+            "over"
         )
     done = len(checkpoint.metadata["history"]["epochs"])
     if config.epochs < done:
         raise ValueError(
-            f"{path} has trained {done} epochs already, more than the {config.epochs} asked for"
+            f"{path} has trained {done} epochs already, more than the {config.epochs} "
+            "asked for"
         )
     return checkpoint
 
 
-def implementation_to_keep(previous: Checkpoint | None, device: torch.device) -> dict | None:
-    """A run resumed on the same device computes as it did before (another convolution or
-    precision would change the results): what its last call recorded, or None."""
+def implementation_to_keep(
+    previous: Checkpoint | None, device: torch.device
+) -> dict | None:
+    """A run resumed on the same device computes as it did before (another convolution
+    or precision would change the results): what its last call recorded, or None."""
     if previous is None:
         return None
     history = previous.metadata["history"]
     details = (history.get("session_details") or [{}])[-1]
     if history.get("device") != device_name(device) or "convolution" not in details:
         return None
-    return {key: details[key] for key in ("routing", "convolution", "precision") if key in details}
+    return {
+        key: details[key]
+        for key in ("routing", "convolution", "precision")
+        if key in details
+    }
 
 
 def epoch_seed(seed: int, epoch: int) -> int:
     """The seed of epoch ``epoch``'s randomness in a run seeded by ``seed``: each epoch
-    draws its shuffle and shifts from its own seed, so that a resumed run sees exactly the
-    batches an uninterrupted run would have seen."""
+    draws its shuffle and shifts from its own seed, so that a resumed run sees exactly
+    the batches an uninterrupted run would have seen."""
     return seed * 1_000_003 + epoch
 
 
-def _train_epoch(run: TrainingRun, data: Any, epoch: int, progress: bool) -> dict[str, Any]:
+def _train_epoch(
+    run: TrainingRun, data: Any, epoch: int, progress: bool
+) -> dict[str, Any]:
     """One pass over ``data``. Nothing is read back from the device until the end."""
     config = run.config
     run.model.train()
     device = next(run.model.parameters()).device
-    generator = torch.Generator(device=device).manual_seed(epoch_seed(config.seed, epoch))
+    generator = torch.Generator(device=device).manual_seed(
+        epoch_seed(config.seed, epoch)
+    )
     learning_rate = run.optimizer.param_groups[0]["lr"]
     stats: list[torch.Tensor] = []  # per step: the loss terms, then the right answers
     started = time.perf_counter()
@@ -315,9 +358,22 @@ def _test(run: TrainingRun, test_data: Any) -> dict[str, Any]:
     of the trained weights themselves (``*_live``)."""
     tested_at = time.perf_counter()
     batch_size = run.config.eval_batch_size
-    scores = evaluate(run.result_model, test_data, run.config.objective, batch_size=batch_size)
-    record = {f"test_{name}": value for name, value in scores.items() if name != "count"}
+    scores = evaluate(
+        run.result_model, test_data, run.config.objective, batch_size=batch_size
+    )
+    record = {
+        f"test_{name}": value for name, value in scores.items() if name != "count"
+    }
     if run.average is not None:
-        live = evaluate(run.model, test_data, run.config.objective, batch_size=batch_size)
-        record |= {f"test_{name}_live": value for name, value in live.items() if name != "count"}
-    return record | {"test_count": scores["count"], "eval_seconds": time.perf_counter() - tested_at}
+        live = evaluate(
+            run.model, test_data, run.config.objective, batch_size=batch_size
+        )
+        record |= {
+            f"test_{name}_live": value
+            for name, value in live.items()
+            if name != "count"
+        }
+    return record | {
+        "test_count": scores["count"],
+        "eval_seconds": time.perf_counter() - tested_at,
+    }

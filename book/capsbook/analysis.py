@@ -68,12 +68,16 @@ def routing_statistics(
     using ``model``'s votes (the model itself is not changed).
 
     Routing is deterministic, so iteration ``t`` of a run with ``max(iterations)``
-    iterations uses the couplings, and ends with the outputs, of a run with ``r = t``: one
-    run per batch measures every ``r`` (with the votes laid out parents first, as
+    iterations uses the couplings, and ends with the outputs, of a run with ``r = t``:
+    one run per batch measures every ``r`` (with the votes laid out parents first, as
     :mod:`capsnotes.fast.routing` routes them; the same values as the paper's layout).
     """
-    if not iterations or any(isinstance(r, bool) or not isinstance(r, int) for r in iterations):
-        raise TypeError(f"iterations must be a non-empty sequence of ints, got {iterations!r}")
+    if not iterations or any(
+        isinstance(r, bool) or not isinstance(r, int) for r in iterations
+    ):
+        raise TypeError(
+            f"iterations must be a non-empty sequence of ints, got {iterations!r}"
+        )
     if min(iterations) < 1:
         raise ValueError(f"routing iterations must be >= 1, got {sorted(iterations)}")
     device = next(model.parameters()).device
@@ -141,10 +145,14 @@ def image_moments(images: Tensor) -> dict[str, Tensor]:
     """
     if images.dim() == 4:
         if images.shape[1] != 1:
-            raise ValueError(f"expected one channel, got images of shape {tuple(images.shape)}")
+            raise ValueError(
+                f"expected one channel, got images of shape {tuple(images.shape)}"
+            )
         images = images[:, 0]
     if images.dim() != 3:
-        raise ValueError(f"expected images [N, 1, H, W] or [N, H, W], got {tuple(images.shape)}")
+        raise ValueError(
+            f"expected images [N, 1, H, W] or [N, H, W], got {tuple(images.shape)}"
+        )
     p = images.double().clamp_min(0)
     height, width = p.shape[1:]
     rows = torch.arange(height, dtype=p.dtype, device=p.device)[:, None]
@@ -196,7 +204,9 @@ def perturb_dimensions(
     full[:, digit] = varied.view(-1, dims)
     classes = torch.full((dims * len(steps),), digit, device=capsule.device)
     pixels = model.decoder(full, classes)
-    return pixels.view(dims, len(steps), config.in_channels, config.image_size, config.image_size)
+    return pixels.view(
+        dims, len(steps), config.in_channels, config.image_size, config.image_size
+    )
 
 
 def dimension_effects(
@@ -213,14 +223,16 @@ def dimension_effects(
     """
     if capsules.dim() != 2 or digits.shape != capsules.shape[:1]:
         raise ValueError(
-            f"capsules must be [N, dim] with digits [N], got {tuple(capsules.shape)} and "
+            f"capsules must be [N, dim] with digits [N], got {tuple(capsules.shape)} "
+            "and "
             f"{tuple(digits.shape)}"
         )
     steps = torch.as_tensor(offsets, dtype=torch.float64)
     centred = steps - steps.mean()
     results: dict[str, list[Tensor]] = {name: [] for name in (*PROPERTIES, "pixels")}
     for capsule, digit in zip(capsules, digits.tolist(), strict=True):
-        grid = perturb_dimensions(model, capsule, digit, offsets)  # [dims, steps, 1, H, W]
+        # [dims, steps, 1, H, W]
+        grid = perturb_dimensions(model, capsule, digit, offsets)
         dims = grid.shape[0]
         moments = image_moments(grid.flatten(0, 1).cpu())
         for name, values in moments.items():
@@ -241,13 +253,15 @@ def confusion_matrix(predictions: Tensor, labels: Tensor, num_classes: int) -> T
 
 
 def training_flops(
-    model: nn.Module, batch: Sequence[Tensor], objective: Callable[..., Any] = capsnet_loss
+    model: nn.Module,
+    batch: Sequence[Tensor],
+    objective: Callable[..., Any] = capsnet_loss,
 ) -> dict[str, int]:
     """Floating-point operations of one forward and backward pass of ``model`` on
     ``batch`` (``(images, labels, ...)``) with ``objective``, per image, by module
-    (``"conv1"``, ``"primary"``, ...; ``"total"``), as torch's ``FlopCounterMode`` counts
-    them: two per multiply-add of every convolution and matrix product, nothing for
-    element-wise work."""
+    (``"conv1"``, ``"primary"``, ...; ``"total"``), as torch's ``FlopCounterMode``
+    counts them: two per multiply-add of every convolution and matrix product, nothing
+    for element-wise work."""
     counter = FlopCounterMode(display=False)
     with counter:
         objective(model(batch[0], batch[1]), *batch).total.backward()

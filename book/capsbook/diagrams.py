@@ -71,7 +71,9 @@ class Diagram:
         return path
 
     def __repr__(self) -> str:
-        stages = "; ".join(f"{name} {shape_text(shape)}" for name, shape in self.shapes.items())
+        stages = "; ".join(
+            f"{name} {shape_text(shape)}" for name, shape in self.shapes.items()
+        )
         return f"Diagram({self.name}: {stages})"
 
 
@@ -86,7 +88,9 @@ def _figure(width: float, height: float) -> tuple[Figure, Any]:
     return figure, ax
 
 
-def _box(ax: Any, x: float, y: float, w: float, h: float, text: str, colour: str) -> None:
+def _box(
+    ax: Any, x: float, y: float, w: float, h: float, text: str, colour: str
+) -> None:
     ax.add_patch(
         FancyBboxPatch(
             (x, y),
@@ -102,12 +106,18 @@ def _box(ax: Any, x: float, y: float, w: float, h: float, text: str, colour: str
 
 
 def _arrow(ax: Any, start: tuple[float, float], end: tuple[float, float]) -> None:
-    ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=10, color=GREY, lw=1))
+    ax.add_patch(
+        FancyArrowPatch(
+            start, end, arrowstyle="-|>", mutation_scale=10, color=GREY, lw=1
+        )
+    )
 
 
 def _check_model(model: object) -> CapsNet:
     if not isinstance(model, CapsNet):
-        raise TypeError(f"the diagrams draw a capsnotes.CapsNet, got {type(model).__name__}")
+        raise TypeError(
+            f"the diagrams draw a capsnotes.CapsNet, got {type(model).__name__}"
+        )
     return model
 
 
@@ -120,14 +130,18 @@ def _forward_shapes(model: CapsNet) -> dict[str, tuple[int, ...]]:
     """The shape after every stage, from a forward pass of one blank image."""
     config = model.config
     device = next(model.parameters()).device
-    image = torch.zeros(1, config.in_channels, config.image_size, config.image_size, device=device)
+    image = torch.zeros(
+        1, config.in_channels, config.image_size, config.image_size, device=device
+    )
     features = torch.relu(model.conv1(image))
     u = model.primary_capsules(image)
     u_hat = model.digits.votes(u)
     v = model.digits(u)
     lengths = torch.linalg.vector_norm(v, dim=-1)
     label = torch.zeros(1, dtype=torch.long, device=device)
-    masked = (v * nn.functional.one_hot(label, config.num_classes)[..., None]).flatten(1)
+    masked = (v * nn.functional.one_hot(label, config.num_classes)[..., None]).flatten(
+        1
+    )
     shapes = {
         "image": tuple(image.shape),
         "conv1": tuple(features.shape),
@@ -152,13 +166,15 @@ def architecture(model: CapsNet) -> Diagram:
     shapes = _forward_shapes(model)
     conv1, primary = model.conv1, model.primary.conv
     types, dim = model.primary.capsule_channels, model.primary.capsule_dim
-    side = int(round((shapes["primary capsules"][1] // types) ** 0.5))  # the square grid
+    # the square grid
+    side = int(round((shapes["primary capsules"][1] // types) ** 0.5))
     sizes = [layer.in_features for layer in _linear_layers(model)]
     sizes.append(_linear_layers(model)[-1].out_features)
     steps = [
         (
             "image",
-            f"image, {config.in_channels} channel of {config.image_size}×{config.image_size}",
+            f"image, {config.in_channels} channel of "
+            f"{config.image_size}×{config.image_size}",
             BLUE,
         ),
         (
@@ -184,7 +200,8 @@ def architecture(model: CapsNet) -> Diagram:
         (
             "digit capsules",
             f"routing by agreement, r = {model.digits.iterations} "
-            f"iterations:\n{config.num_classes} digit capsules $v_j$ of {config.digit_dim}-D",
+            f"iterations:\n{config.num_classes} digit capsules $v_j$ of "
+            f"{config.digit_dim}-D",
             ORANGE,
         ),
     ]
@@ -207,7 +224,11 @@ def architecture(model: CapsNet) -> Diagram:
         y -= h + gap
     # the two heads: lengths → margin loss; mask → decoder → reconstruction
     left = [
-        ("lengths", r"lengths $\|v_j\|$: the class probabilities" "\n→ margin loss", GREEN),
+        (
+            "lengths",
+            r"lengths $\|v_j\|$: the class probabilities" "\n→ margin loss",
+            GREEN,
+        ),
     ]
     right = [
         (
@@ -220,7 +241,11 @@ def architecture(model: CapsNet) -> Diagram:
             "decoder: " + " → ".join(str(s) for s in sizes) + "\nReLU, ReLU, sigmoid",
             GREEN,
         ),
-        ("reconstruction", f"reconstruction\n→ {0.0005:g} × summed squared error", GREEN),
+        (
+            "reconstruction",
+            f"reconstruction\n→ {0.0005:g} × summed squared error",
+            GREEN,
+        ),
     ]
     top = y + h + gap
     bx, bw = 0.3, 3.3
@@ -232,7 +257,9 @@ def architecture(model: CapsNet) -> Diagram:
     ry = y
     for index, (key, text, colour) in enumerate(right):
         _box(ax, rx, ry, rw, h, text, colour)
-        ax.text(rx + 0.1, ry - 0.22, shape_text(shapes[key]), fontsize=9, family="monospace")
+        ax.text(
+            rx + 0.1, ry - 0.22, shape_text(shapes[key]), fontsize=9, family="monospace"
+        )
         start = (x + w / 2 + 0.9, top) if index == 0 else (rx + rw / 2, ry + h + gap)
         _arrow(ax, start, (rx + rw / 2, ry + h))
         ry -= h + gap
@@ -254,7 +281,10 @@ def primary_grouping(model: CapsNet) -> Diagram:
     u = model.primary(features)
     channels, rows, cols = maps.shape[1:]
     types, dim = model.primary.capsule_channels, model.primary.capsule_dim
-    shapes = {"primary convolution": tuple(maps.shape), "primary capsules": tuple(u.shape)}
+    shapes = {
+        "primary convolution": tuple(maps.shape),
+        "primary capsules": tuple(u.shape),
+    }
     figure, ax = _figure(8.6, 4.0)
     # each type: its `dim` maps of rows × cols drawn as a stack; the first two types and
     # the last, and one grid position marked through the stack of one type
@@ -315,7 +345,8 @@ def primary_grouping(model: CapsNet) -> Diagram:
             ha="center",
             fontsize=8.5,
         )
-        if group_index == len(shown_groups) - 1:  # the capsule pulled out: of the last type
+        # the capsule pulled out: of the last type
+        if group_index == len(shown_groups) - 1:
             anchor = (  # the marked cell of the front map
                 x + (marked[1] + 0.5) * cell,
                 1.2 + (rows - marked[0] - 0.5) * cell,
@@ -350,7 +381,9 @@ def primary_grouping(model: CapsNet) -> Diagram:
             )
         )
     _arrow(ax, anchor, (vector_x - 0.05, 1.94))
-    ax.text(vector_x, 2.3, f"$u_i$: {dim} numbers,\none per map,\nthen squashed", fontsize=8)
+    ax.text(
+        vector_x, 2.3, f"$u_i$: {dim} numbers,\none per map,\nthen squashed", fontsize=8
+    )
     ax.text(
         0.35,
         0.3,
@@ -365,9 +398,12 @@ def primary_grouping(model: CapsNet) -> Diagram:
 
 
 @torch.no_grad()
-def _couplings(model: CapsNet, image: Tensor, iterations: int) -> tuple[Tensor, Tensor, Tensor]:
+def _couplings(
+    model: CapsNet, image: Tensor, iterations: int
+) -> tuple[Tensor, Tensor, Tensor]:
     """Votes ``[1, I, O, D]`` of ``image``, and for t = 1..iterations the couplings
-    ``[t, I, O]`` and the outputs ``[t, O, D]`` routing uses and makes in iteration t."""
+    ``[t, I, O]`` and the outputs ``[t, O, D]`` routing uses and makes in iteration
+    t."""
     u = model.primary_capsules(image)
     u_hat = model.digits.votes(u)
     couplings, outputs = [], []
@@ -383,7 +419,9 @@ def _check_image(model: CapsNet, image: object) -> Tensor:
     expected = (1, config.in_channels, config.image_size, config.image_size)
     if not torch.is_tensor(image) or tuple(image.shape) != expected:
         got = tuple(image.shape) if torch.is_tensor(image) else type(image).__name__
-        raise ValueError(f"image must be one image of shape {list(expected)}, got {got}")
+        raise ValueError(
+            f"image must be one image of shape {list(expected)}, got {got}"
+        )
     return image
 
 
@@ -418,13 +456,20 @@ def routing_of_one_child(
     image = _check_image(model, image)
     iterations = iterations or model.digits.iterations
     children = model.config.num_primary_capsules
-    if isinstance(child, bool) or not isinstance(child, int) or not 0 <= child < children:
-        raise ValueError(f"child must be a primary capsule index in [0, {children}), got {child}")
+    if (
+        isinstance(child, bool)
+        or not isinstance(child, int)
+        or not 0 <= child < children
+    ):
+        raise ValueError(
+            f"child must be a primary capsule index in [0, {children}), got {child}"
+        )
     u_hat, couplings, outputs = _couplings(model, image, iterations)
     mine = couplings[:, child]  # [t, O]
     votes = u_hat[0, child].norm(dim=-1)  # [O]
     lengths = outputs.norm(dim=-1)  # [t, O]
-    agreement = (u_hat[0, child][None] * outputs).sum(-1)  # û·v after iteration t: [t, O]
+    # û·v after iteration t: [t, O]
+    agreement = (u_hat[0, child][None] * outputs).sum(-1)
     parents = mine.shape[1]
     grid = model.config.primary_grid
     kind, row, column = child // grid**2, child % grid**2 // grid, child % grid
@@ -464,10 +509,19 @@ def routing_of_one_child(
                 solid_capstyle="round",
                 zorder=1,
             )
-            ax.plot(1, rows[j], "o", color=GREEN, markersize=3 + 9 * float(lengths[t, j]))
+            ax.plot(
+                1, rows[j], "o", color=GREEN, markersize=3 + 9 * float(lengths[t, j])
+            )
             weight = "bold" if j == label else "normal"
             added = round(float(agreement[t, j]), 2) + 0.0  # no "-0.00"
-            ax.text(1.12, rows[j], f"{share:.3f}", va="center", fontsize=8.5, fontweight=weight)
+            ax.text(
+                1.12,
+                rows[j],
+                f"{share:.3f}",
+                va="center",
+                fontsize=8.5,
+                fontweight=weight,
+            )
             ax.text(
                 1.95,
                 rows[j],
@@ -484,7 +538,8 @@ def routing_of_one_child(
     figure.suptitle(
         f"child {child} (capsule type {kind}, row {row}, column {column} of the "
         f"{grid}×{grid} grid): line width = its coupling $c_{{ij}}$ to parent $j$, dot "
-        "size = $\\|v_j\\|$;\nagreement = $\\hat{u}_{j|i}\\cdot v_j$, added to $b_{ij}$ "
+        "size = $\\|v_j\\|$;\nagreement = $\\hat{u}_{j|i}\\cdot v_j$, added to "
+        "$b_{ij}$ "
         "after the iteration",
         fontsize=9,
         y=1.0,
@@ -502,17 +557,28 @@ def routing_of_one_child(
 
 @torch.no_grad()
 def decoder_with_mask(model: CapsNet, capsules: Tensor, label: int) -> Diagram:
-    """The paper's Figure 2 for one image: its digit capsules ``[classes, dim]``, all but
-    ``label``'s masked to zero, flattened, the decoder's layers, and the image drawn."""
+    """The paper's Figure 2 for one image: its digit capsules ``[classes, dim]``, all
+    but ``label``'s masked to zero, flattened, the decoder's layers, and the image
+    drawn."""
     model = _check_model(model)
     config = model.config
     expected = (config.num_classes, config.digit_dim)
     if not torch.is_tensor(capsules) or tuple(capsules.shape) != expected:
-        got = tuple(capsules.shape) if torch.is_tensor(capsules) else type(capsules).__name__
+        got = (
+            tuple(capsules.shape)
+            if torch.is_tensor(capsules)
+            else type(capsules).__name__
+        )
         raise ValueError(f"capsules must have shape {list(expected)}, got {got}")
-    if isinstance(label, bool) or not isinstance(label, int) or not 0 <= label < expected[0]:
+    if (
+        isinstance(label, bool)
+        or not isinstance(label, int)
+        or not 0 <= label < expected[0]
+    ):
         raise ValueError(f"label must be a class in [0, {expected[0]}), got {label}")
-    keep = nn.functional.one_hot(torch.tensor([label]), config.num_classes).to(capsules.dtype)
+    keep = nn.functional.one_hot(torch.tensor([label]), config.num_classes).to(
+        capsules.dtype
+    )
     masked = (capsules[None] * keep[..., None]).flatten(1)
     shapes = {"digit capsules": (1, *expected), "masked capsules": tuple(masked.shape)}
     hidden = masked
@@ -530,7 +596,12 @@ def decoder_with_mask(model: CapsNet, capsules: Tensor, label: int) -> Diagram:
     colours = plt.get_cmap("RdBu_r").with_extremes(bad="#d9d9d9")  # masked: solid grey
     others = np.broadcast_to(np.arange(expected[0])[None, :] != label, values.shape)
     panels = (
-        (0.04, values, f"digit capsules v {shape_text(shapes['digit capsules'])}", "all ten"),
+        (
+            0.04,
+            values,
+            f"digit capsules v {shape_text(shapes['digit capsules'])}",
+            "all ten",
+        ),
         (
             0.26,
             np.ma.masked_where(others, values),

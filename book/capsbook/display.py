@@ -31,7 +31,8 @@ SHOWN_FROM = Path(capsnotes.__file__).resolve().parents[1]
 
 @dataclass
 class SourceCode:
-    """Source text that renders as a highlighted Python block in Jupyter and the book."""
+    """Source text that renders as a highlighted Python block in Jupyter and the
+    book."""
 
     location: str
     code: str
@@ -59,8 +60,8 @@ def show_source(obj: Any) -> SourceCode:
 
 
 def without_math_blocks(code: str) -> str:
-    """``code`` without its reStructuredText ``.. math::`` blocks: the directive line and
-    every following line that is blank or indented deeper than it."""
+    """``code`` without its reStructuredText ``.. math::`` blocks: the directive line
+    and every following line that is blank or indented deeper than it."""
     kept: list[str] = []
     block_indent: int | None = None
     for line in code.splitlines(keepends=True):
@@ -131,7 +132,9 @@ class ProcedureAndCode:
         return "\n".join(blocks)
 
 
-def beside_procedure(function: Any, procedure: tuple[str, ...] = PROCEDURE_1) -> ProcedureAndCode:
+def beside_procedure(
+    function: Any, procedure: tuple[str, ...] = PROCEDURE_1
+) -> ProcedureAndCode:
     """Set ``function``'s body beside ``procedure``: each numbered step (counted from 1)
     with the code lines that follow the ``# line N`` comment for it in the source (the
     comment itself is left out: the step stands beside the code). Steps with no code,
@@ -170,13 +173,16 @@ def beside_procedure(function: Any, procedure: tuple[str, ...] = PROCEDURE_1) ->
 def glue(name: str, value: int | str | float, spec: str = "") -> None:
     """Keep ``value`` under ``name`` for the chapter's prose (``{glue:text}`name```), as
     MyST-NB's ``glue`` does, without displaying it; formatted with ``spec`` (``".2%"``)
-    when given. A float must be given one: the glued text is what the page shows, and nbval
-    compares it exactly, so it holds no digit the page does not show (a float's last
-    digits follow the machine's order of summation). Where MyST-NB is not installed
+    when given. A float must be given one: the glued text is what the page shows, and
+    nbval compares it exactly, so it holds no digit the page does not show (a float's
+    last digits follow the machine's order of summation). Where MyST-NB is not installed
     (Colab) nothing is kept: the Colab notebooks carry the text already
-    (``tools/colab.py``). Returns nothing, so a cell that ends with it prints no more."""
+    (``tools/colab.py``). Returns nothing, so a cell that ends with it prints no
+    more."""
     if isinstance(value, float) and not spec:
-        raise ValueError(f"glue({name!r}, {value}) needs the format the prose shows it in")
+        raise ValueError(
+            f"glue({name!r}, {value}) needs the format the prose shows it in"
+        )
     text = format(value, spec) if spec else value
     try:
         from myst_nb import glue as myst_glue

@@ -1,10 +1,10 @@
-"""Data for the capsule explorer of the HTML book (chapter 9): the shipped model's decoder
-and a few dozen test digits, which the page's script (``book/_ext/capsnotes-explorer.js``)
-reads from two globals.
+"""Data for the capsule explorer of the HTML book (chapter 9): the shipped model's
+decoder and a few dozen test digits, which the page's script
+(``book/_ext/capsnotes-explorer.js``) reads from two globals.
 
 * ``window.CAPSNOTES_EXPLORER_DATA`` — the decoder: written by the book's build into
-  ``_static/capsnotes-explorer-data.js`` (:func:`weights_script`) from the weights shipped
-  in the package, so the build needs no dataset.
+  ``_static/capsnotes-explorer-data.js`` (:func:`weights_script`) from the weights
+  shipped in the package, so the build needs no dataset.
 * ``window.CAPSNOTES_EXPLORER_DIGITS`` — the test digits, their capsules and the
   measured names of the dimensions: an output of chapter 9 (:func:`digits_html`), which
   the build renders from the committed notebook like every other output.
@@ -18,9 +18,9 @@ the weights travel as two planes of bytes — the high bytes (sign, exponent, tw
 bits), which compress somewhat and are deflated, and the low bytes, which do not and go
 as they are. The test digits' images (mostly black) are deflated too.
 
-Both globals hold plain JSON; binary data is in standard base64 (RFC 4648), which the page
-reads with the browser's ``atob`` and inflates with its ``DecompressionStream("deflate")``
-(zlib format).
+Both globals hold plain JSON; binary data is in standard base64 (RFC 4648), which the
+page reads with the browser's ``atob`` and inflates with its
+``DecompressionStream("deflate")`` (zlib format).
 """
 
 from __future__ import annotations
@@ -66,16 +66,20 @@ def _linear_layers(model: CapsNet) -> list[nn.Linear]:
 
 
 def _weights(model: CapsNet) -> dict[str, Any]:
-    """The decoder's float16 weights and biases, layer by layer (each weight [rows, cols]
-    row-major, then its bias [rows]): ``count`` numbers, as ``high``, the deflated plane
-    of their high bytes, and ``low``, the raw plane of their low bytes (both base64)."""
+    """The decoder's float16 weights and biases, layer by layer (each weight [rows,
+    cols] row-major, then its bias [rows]): ``count`` numbers, as ``high``, the deflated
+    plane of their high bytes, and ``low``, the raw plane of their low bytes (both
+    base64)."""
     layers, halves = [], []
     for layer in _linear_layers(model):
         for tensor in (layer.weight, layer.bias):
             halves.append(tensor.detach().cpu().half().contiguous().view(-1))
         layers.append({"rows": layer.out_features, "cols": layer.in_features})
-    raw = np.frombuffer(torch.cat(halves).numpy().tobytes(), dtype=np.uint8).reshape(-1, 2)
-    high = zlib.compress(raw[:, 1].tobytes(), 9)  # little-endian: byte 1 is the high one
+    raw = np.frombuffer(torch.cat(halves).numpy().tobytes(), dtype=np.uint8).reshape(
+        -1, 2
+    )
+    # little-endian: byte 1 is the high one
+    high = zlib.compress(raw[:, 1].tobytes(), 9)
     return {
         "layers": layers,
         "activations": ["relu"] * (len(layers) - 1) + ["sigmoid"],
@@ -103,7 +107,11 @@ def _choose_digits(
 
 
 def _dimension_labels(
-    model: CapsNet, data: ImageSet, predictions: Tensor, capsules: Tensor, count: int = 100
+    model: CapsNet,
+    data: ImageSet,
+    predictions: Tensor,
+    capsules: Tensor,
+    count: int = 100,
 ) -> dict[str, dict[str, str]]:
     """For each class, the dimensions whose measured effect is clear: chapter 9's
     measurement (:func:`~capsnotes.analysis.dimension_effects` over the first ``count``
@@ -130,13 +138,18 @@ def _dimension_labels(
     return labels
 
 
-def weights_payload(model: CapsNet, history: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The decoder for the page, JSON-ready: its float16 weights (:func:`_weights`) and the
-    sizes the page needs. ``history``, the record :func:`~capsnotes.load_pretrained`
+def weights_payload(
+    model: CapsNet, history: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The decoder for the page, JSON-ready: its float16 weights (:func:`_weights`) and
+    the sizes the page needs. ``history``, the record :func:`~capsnotes.load_pretrained`
     returned with ``model``, names its weights."""
     source: dict[str, Any] = {"pretrained": None}
     if history is not None:
-        source = {"pretrained": history["shipped"]["name"], "sha256": history["shipped"]["sha256"]}
+        source = {
+            "pretrained": history["shipped"]["name"],
+            "sha256": history["shipped"]["sha256"],
+        }
     return {
         "format": FORMAT,
         "capsnotes": __version__,
@@ -155,8 +168,8 @@ def digits_payload(
     """The test digits for the page, JSON-ready: the chosen digits (``digits``: index,
     label, prediction; :func:`_choose_digits`), their images (``images``: deflated uint8
     [digits, size, size], base64), all ten capsules of each (``capsules``: little-endian
-    float32 [digits, classes, dim], base64; the page computes the lengths) and the measured
-    dimension labels."""
+    float32 [digits, classes, dim], base64; the page computes the lengths) and the
+    measured dimension labels."""
     model = model.cpu().eval()
     chosen, predictions, capsules = _choose_digits(model, data, per_class, wrong)
     digits = [
@@ -179,26 +192,31 @@ def _assignment(name: str, payload: dict[str, Any]) -> str:
 
 
 def weights_script(model: CapsNet, history: dict[str, Any] | None = None) -> str:
-    """The text of ``_static/capsnotes-explorer-data.js``: :func:`weights_payload` as compact
-    JSON, assigned to ``window.CAPSNOTES_EXPLORER_DATA``."""
-    return _assignment("CAPSNOTES_EXPLORER_DATA", weights_payload(model, history)) + "\n"
+    """The text of ``_static/capsnotes-explorer-data.js``: :func:`weights_payload` as
+    compact JSON, assigned to ``window.CAPSNOTES_EXPLORER_DATA``."""
+    return (
+        _assignment("CAPSNOTES_EXPLORER_DATA", weights_payload(model, history)) + "\n"
+    )
 
 
 class DigitsForThePage:
-    """Chapter 9's output that carries the explorer's digits into the HTML page: a script
-    that sets ``window.CAPSNOTES_EXPLORER_DIGITS``. Where no page loads the explorer
-    (Jupyter, Colab) it shows a one-line summary."""
+    """Chapter 9's output that carries the explorer's digits into the HTML page: a
+    script that sets ``window.CAPSNOTES_EXPLORER_DIGITS``. Where no page loads the
+    explorer (Jupyter, Colab) it shows a one-line summary."""
 
     def __init__(self, payload: dict[str, Any]) -> None:
         self.payload = payload
 
     def _repr_html_(self) -> str:
-        return f"<script>{_assignment('CAPSNOTES_EXPLORER_DIGITS', self.payload)}</script>"
+        return (
+            f"<script>{_assignment('CAPSNOTES_EXPLORER_DIGITS', self.payload)}</script>"
+        )
 
     def __repr__(self) -> str:
         return f"explorer data: {len(self.payload['digits'])} test digits"
 
 
 def digits_html(model: CapsNet, data: ImageSet, **kwargs: Any) -> DigitsForThePage:
-    """:func:`digits_payload` as an output that a notebook shows and the HTML page runs."""
+    """:func:`digits_payload` as an output that a notebook shows and the HTML page
+    runs."""
     return DigitsForThePage(digits_payload(model, data, **kwargs))

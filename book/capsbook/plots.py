@@ -56,7 +56,8 @@ def new_figure(
 
 
 def _as_images(images: Tensor) -> np.ndarray:
-    """``[N, C, H, W]`` or ``[N, H, W]`` in [0, 1] → ``[N, H, W]`` (first channel) numpy."""
+    """``[N, C, H, W]`` or ``[N, H, W]`` in [0, 1] → ``[N, H, W]`` (first channel)
+    numpy."""
     array = images.detach().float().cpu()
     if array.dim() == 4:
         array = array[:, 0] if array.shape[1] == 1 else array.permute(0, 2, 3, 1)
@@ -103,7 +104,9 @@ def image_grid(
                 ax.set_title(titles[index], fontsize=8, color=color, pad=2)
         if row_labels is not None:
             for row, label in enumerate(row_labels):
-                axes[row, 0].set_ylabel(label, fontsize=8, rotation=0, ha="right", va="center")
+                axes[row, 0].set_ylabel(
+                    label, fontsize=8, rotation=0, ha="right", va="center"
+                )
     return fig
 
 
@@ -118,9 +121,15 @@ def capsule_arrows(vectors: Tensor, labels: Sequence[str]) -> Figure:
     for index, (vector, label) in enumerate(zip(vectors.tolist(), labels, strict=True)):
         color = COLORS[index % len(COLORS)]
         length = float(np.hypot(*vector))
-        # The head is scaled down with the arrow (and nothing is trimmed off either end),
-        # so that a short arrow still points from the origin to its tip.
-        arrow = {"arrowstyle": "-|>", "color": color, "lw": 2, "shrinkA": 0, "shrinkB": 0}
+        # The head is scaled down with the arrow (and nothing is trimmed off either
+        # end), so that a short arrow still points from the origin to its tip.
+        arrow = {
+            "arrowstyle": "-|>",
+            "color": color,
+            "lw": 2,
+            "shrinkA": 0,
+            "shrinkB": 0,
+        }
         arrow["mutation_scale"] = 12 * min(1.0, length / 0.3)
         ax.annotate("", xy=vector, xytext=(0, 0), arrowprops=arrow)
         ax.plot(*vector, "o", color=color, markersize=4)
@@ -142,18 +151,24 @@ def capsule_arrows(vectors: Tensor, labels: Sequence[str]) -> Figure:
 
 
 def coupling_by_class(
-    couplings: Sequence[Tensor], weights: Tensor, true_class: int, first_iteration: int = 1
+    couplings: Sequence[Tensor],
+    weights: Tensor,
+    true_class: int,
+    first_iteration: int = 1,
 ) -> Figure:
     """For each routing iteration from ``first_iteration`` on, how much more (or less)
-    than an even share of the children's votes each parent receives, in percentage points:
-    the share is ``Σ_i ‖u_i‖ c_ij / Σ_i ‖u_i‖`` and an even share is ``1 / classes``.
+    than an even share of the children's votes each parent receives, in percentage
+    points: the share is ``Σ_i ‖u_i‖ c_ij / Σ_i ‖u_i‖`` and an even share is ``1 /
+    classes``.
 
     ``couplings``: one ``[in_caps, classes]`` tensor per iteration, from iteration 1;
     ``weights`` ``[in_caps]``. (Iteration 1 is an even split by construction: its bars
     are all zero.)
     """
     couplings = list(couplings)[first_iteration - 1 :]
-    shares = torch.stack([(c * weights[:, None]).sum(0) / weights.sum() for c in couplings])
+    shares = torch.stack(
+        [(c * weights[:, None]).sum(0) / weights.sum() for c in couplings]
+    )
     iterations, classes = shares.shape
     excess = 100 * (shares - 1 / classes)
     fig, ax = new_figure(width=6.4, height=3.2)
@@ -208,10 +223,12 @@ def coupling_maps(
     return fig
 
 
-def length_bars(images: Tensor, lengths: Tensor, labels: Sequence[int], per_row: int = 4) -> Figure:
+def length_bars(
+    images: Tensor, lengths: Tensor, labels: Sequence[int], per_row: int = 4
+) -> Figure:
     """Each image above a bar chart of its capsule lengths ``[N, classes]``, ``per_row``
-    images to a row; the bar of the true class is coloured, and the dotted lines mark the
-    margins 0.9 and 0.1."""
+    images to a row; the bar of the true class is coloured, and the dotted lines mark
+    the margins 0.9 and 0.1."""
     count, classes = lengths.shape
     pictures = _as_images(images)
     ncols = min(count, per_row)
@@ -227,7 +244,10 @@ def length_bars(images: Tensor, lengths: Tensor, labels: Sequence[int], per_row:
     )
     with plt.rc_context(STYLE):
         for k in range(rows * ncols):
-            top, bottom = axes[2 * (k // ncols), k % ncols], axes[2 * (k // ncols) + 1, k % ncols]
+            top, bottom = (
+                axes[2 * (k // ncols), k % ncols],
+                axes[2 * (k // ncols) + 1, k % ncols],
+            )
             if k >= count:
                 top.set_axis_off()
                 bottom.set_axis_off()
@@ -235,7 +255,9 @@ def length_bars(images: Tensor, lengths: Tensor, labels: Sequence[int], per_row:
             top.imshow(pictures[k], cmap="gray_r", vmin=0, vmax=1)
             top.set_axis_off()
             top.set_title(f"label {labels[k]}", fontsize=9)
-            colors = [COLORS[1] if j == labels[k] else "#9a9a9a" for j in range(classes)]
+            colors = [
+                COLORS[1] if j == labels[k] else "#9a9a9a" for j in range(classes)
+            ]
             bottom.bar(range(classes), lengths[k].numpy(), color=colors, width=0.8)
             for margin in (0.9, 0.1):
                 bottom.axhline(margin, color="#555555", linestyle=":", linewidth=0.8)
@@ -258,21 +280,36 @@ def loss_curves(runs: Mapping[str, dict[str, Any]]) -> Figure:
     fig, axes = new_figure(
         ncols=2, nrows=len(runs), width=7.6, height=2.8 * len(runs), squeeze=False
     )
-    for row, (index, (label, history)) in zip(axes, enumerate(runs.items()), strict=True):
+    for row, (index, (label, history)) in zip(
+        axes, enumerate(runs.items()), strict=True
+    ):
         color = COLORS[index % len(COLORS)]
         epochs = history["epochs"]
         for ax, step_key, test_key, name in (
             (row[0], "step_margin_loss", "test_margin_loss", "margin loss"),
-            (row[1], "step_reconstruction_loss", "test_reconstruction_loss", "reconstruction"),
+            (
+                row[1],
+                "step_reconstruction_loss",
+                "test_reconstruction_loss",
+                "reconstruction",
+            ),
         ):
             values = np.array([x for e in epochs for x in e[step_key]])
             steps_per_epoch = len(epochs[0][step_key])
             x = np.arange(1, len(values) + 1) / steps_per_epoch
-            ax.plot(x, values, color=color, alpha=0.18, linewidth=0.6, label="each step")
+            ax.plot(
+                x, values, color=color, alpha=0.18, linewidth=0.6, label="each step"
+            )
             window = max(1, steps_per_epoch // 4)
             if window > 1:
                 smooth = np.convolve(values, np.ones(window) / window, mode="valid")
-                ax.plot(x[window - 1 :], smooth, color=color, linewidth=1.2, label="moving mean")
+                ax.plot(
+                    x[window - 1 :],
+                    smooth,
+                    color=color,
+                    linewidth=1.2,
+                    label="moving mean",
+                )
             ax.plot(
                 [e["epoch"] for e in epochs],
                 [e[test_key] for e in epochs],
@@ -337,7 +374,9 @@ def perturbation_grid(reconstructions: Tensor, offsets: Sequence[float]) -> Figu
     """``[dims, steps, C, H, W]`` reconstructions: one row per capsule dimension, one
     column per offset added to it (the paper's Figure 4)."""
     dims, steps = reconstructions.shape[:2]
-    pictures = _as_images(reconstructions.reshape(dims * steps, *reconstructions.shape[2:]))
+    pictures = _as_images(
+        reconstructions.reshape(dims * steps, *reconstructions.shape[2:])
+    )
     fig, axes = new_figure(
         steps, dims, steps * 0.62, dims * 0.62, {"axes.grid": False}, squeeze=False
     )
@@ -351,7 +390,9 @@ def perturbation_grid(reconstructions: Tensor, offsets: Sequence[float]) -> Figu
         for col, offset in enumerate(offsets):
             axes[0, col].set_title(f"{offset:+.2f}", fontsize=7)
         for row in range(dims):
-            axes[row, 0].set_ylabel(f"{row}", fontsize=7, rotation=0, ha="right", va="center")
+            axes[row, 0].set_ylabel(
+                f"{row}", fontsize=7, rotation=0, ha="right", va="center"
+            )
         fig.supxlabel("offset added to the dimension", y=1.0, va="bottom", fontsize=8)
         fig.supylabel("capsule dimension", fontsize=8)
     return fig
@@ -367,7 +408,9 @@ def routing_summary(stats: Any) -> Figure:
     left.bar([str(r) for r in iterations], errors, color=COLORS[0], width=0.6)
     for x, value in enumerate(errors):
         left.text(x, value, str(value), ha="center", va="bottom", fontsize=8)
-    left.set(xlabel="routing iterations r at inference", ylabel=f"errors of {stats.count:,}")
+    left.set(
+        xlabel="routing iterations r at inference", ylabel=f"errors of {stats.count:,}"
+    )
     steps = np.arange(1, len(stats.entropy) + 1)
     uniform = stats.uniform_entropy
     drop = [uniform - h for h in stats.entropy]
@@ -395,14 +438,23 @@ def two_colour_overlays(
     reconstructions ``[N, 2, 1, H, W]`` over it, the first in red and the second in
     green, titled with the labels ``[N, 2]`` (L) and the classes read ``[N, 2]`` (R)."""
     grey = 0.35 * images[:, 0].clamp(0, 1)
-    first, second = reconstructions[:, 0, 0].clamp(0, 1), reconstructions[:, 1, 0].clamp(0, 1)
-    rgb = torch.stack([grey + first, grey + 0.8 * second, grey + 0.1 * first], dim=-1).clamp(
-        0, 1
-    )  # [N, H, W, 3]: red for the first reading, green for the second
+    first, second = (
+        reconstructions[:, 0, 0].clamp(0, 1),
+        reconstructions[:, 1, 0].clamp(0, 1),
+    )
+    # [N, H, W, 3]: red for the first reading, green for the second
+    rgb = torch.stack(
+        [grey + first, grey + 0.8 * second, grey + 0.1 * first], dim=-1
+    ).clamp(0, 1)
     count = len(rgb)
     nrows = -(-count // ncols)
     fig, axes = new_figure(
-        ncols, nrows, ncols * size, nrows * size * 1.25, {"axes.grid": False}, squeeze=False
+        ncols,
+        nrows,
+        ncols * size,
+        nrows * size * 1.25,
+        {"axes.grid": False},
+        squeeze=False,
     )
     with plt.rc_context(STYLE):
         for index, ax in enumerate(axes.flat):
@@ -416,6 +468,8 @@ def two_colour_overlays(
             read = predictions[index].tolist()
             colour = "#222222" if sorted(read) == wanted else "#d62728"
             ax.set_title(
-                f"L {wanted[0]},{wanted[1]}\nR {read[0]},{read[1]}", fontsize=7, color=colour
+                f"L {wanted[0]},{wanted[1]}\nR {read[0]},{read[1]}",
+                fontsize=7,
+                color=colour,
             )
     return fig

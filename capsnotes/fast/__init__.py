@@ -19,16 +19,20 @@ from torch import nn
 from .convolution import MatmulConv2d
 from .routing import FusedDigitCapsules
 
-#: The choices :func:`speed_up` knows, by the names the records use (first: the paper's).
+#: The choices :func:`speed_up` knows, by the names the records use (first: the
+#: paper's).
 ROUTINGS = ("reference", "fused")
 CONVOLUTIONS = ("native", "matmul")
 
 
-def speed_up(model: nn.Module, routing: str = "fused", convolution: str = "native") -> nn.Module:
+def speed_up(
+    model: nn.Module, routing: str = "fused", convolution: str = "native"
+) -> nn.Module:
     """Swap the layers of ``model`` (a CapsNet) in place for fast ones and return it."""
     if routing not in ROUTINGS or convolution not in CONVOLUTIONS:
         raise ValueError(
-            f"unknown routing {routing!r} or convolution {convolution!r}; expected one of "
+            f"unknown routing {routing!r} or convolution {convolution!r}; expected "
+            "one of "
             f"{ROUTINGS} and one of {CONVOLUTIONS}"
         )
     if routing == "fused":

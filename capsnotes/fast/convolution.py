@@ -44,9 +44,9 @@ def patches(x: Tensor, kernel_size: int, stride: int) -> Tensor:
 
 
 def _compute_dtype(x: Tensor) -> torch.dtype:
-    """The dtype the matrix products run in: autocast's on the CPU when it is on (so that a
-    convolution computed as matrix products uses bf16 exactly where ``nn.Conv2d`` would),
-    else the input's own."""
+    """The dtype the matrix products run in: autocast's on the CPU when it is on (so
+    that a convolution computed as matrix products uses bf16 exactly where ``nn.Conv2d``
+    would), else the input's own."""
     if torch.is_autocast_enabled("cpu"):
         return torch.get_autocast_dtype("cpu")
     return x.dtype
@@ -59,20 +59,33 @@ class _ConvAsMatmul(torch.autograd.Function):
 
     @staticmethod
     @torch.amp.custom_fwd(device_type="cpu")
-    def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None, stride: int) -> Tensor:  # noqa: ANN001
+    def forward(
+        ctx, x: Tensor, weight: Tensor, bias: Tensor | None, stride: int
+    ) -> Tensor:  # noqa: ANN001
         batch, _, height, width = x.shape
         out_channels, in_channels, kernel_size, _ = weight.shape
         out_h = (height - kernel_size) // stride + 1
         out_w = (width - kernel_size) // stride + 1
         dtype = _compute_dtype(x)
-        cols = patches(x.to(dtype).permute(0, 2, 3, 1).contiguous(), kernel_size, stride)
+        cols = patches(
+            x.to(dtype).permute(0, 2, 3, 1).contiguous(), kernel_size, stride
+        )
         # weight as [out, (row, column, channel)], matching the order of the columns
         matrix = weight.to(dtype).permute(0, 2, 3, 1).reshape(out_channels, -1)
         out = cols @ matrix.t()
         if bias is not None:
             out += bias.to(dtype)
         ctx.save_for_backward(cols, matrix)
-        ctx.geometry = (batch, in_channels, height, width, kernel_size, stride, out_h, out_w)
+        ctx.geometry = (
+            batch,
+            in_channels,
+            height,
+            width,
+            kernel_size,
+            stride,
+            out_h,
+            out_w,
+        )
         ctx.has_bias = bias is not None
         ctx.dtypes = (x.dtype, weight.dtype)
         # [B*H'*W', out] is channels-last memory; return it as a logical NCHW view.
@@ -93,19 +106,26 @@ class _ConvAsMatmul(torch.autograd.Function):
         if ctx.has_bias and ctx.needs_input_grad[2]:
             grad_bias = grad_rows.sum(dim=0, dtype=weight_dtype)
         if ctx.needs_input_grad[0]:
-            # col2im: every window position adds its gradient back onto the pixel it read.
-            # One kernel row at a time, so the [B*H'*W', k*C] block stays in cache; the
-            # sums are kept in at least float32 (up to k² terms meet at a pixel).
+            # col2im: every window position adds its gradient back onto the pixel it
+            # read. One kernel row at a time, so the [B*H'*W', k*C] block stays in
+            # cache; the sums are kept in at least float32 (up to k² terms meet at a
+            # pixel).
             total = torch.promote_types(x_dtype, torch.float32)
-            grad_nhwc = grad_rows.new_zeros(batch, height, width, in_channels, dtype=total)
+            grad_nhwc = grad_rows.new_zeros(
+                batch, height, width, in_channels, dtype=total
+            )
             span_h, span_w = stride * (out_h - 1) + 1, stride * (out_w - 1) + 1
             row_block = k * in_channels
             for k_row in range(k):
-                block = grad_rows @ matrix[:, k_row * row_block : (k_row + 1) * row_block]
+                block = (
+                    grad_rows @ matrix[:, k_row * row_block : (k_row + 1) * row_block]
+                )
                 block = block.view(batch, out_h, out_w, k, in_channels)
                 for k_col in range(k):
                     grad_nhwc[
-                        :, k_row : k_row + span_h : stride, k_col : k_col + span_w : stride
+                        :,
+                        k_row : k_row + span_h : stride,
+                        k_col : k_col + span_w : stride,
                     ] += block[:, :, :, k_col]
             grad_x = grad_nhwc.permute(0, 3, 1, 2).to(x_dtype)
         return grad_x, grad_weight, grad_bias, None
@@ -137,15 +157,16 @@ def _matmul_conv_supports(conv: nn.Conv2d) -> bool:
 
 
 class MatmulConv2d(nn.Conv2d):
-    """An ``nn.Conv2d`` (the same parameters, the same ``state_dict``) that trains through
-    :func:`conv2d_as_matmul`. Without gradients it uses the native convolution, which is
-    as fast forward and needs no im2col buffer."""
+    """An ``nn.Conv2d`` (the same parameters, the same ``state_dict``) that trains
+    through :func:`conv2d_as_matmul`. Without gradients it uses the native convolution,
+    which is as fast forward and needs no im2col buffer."""
 
     def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
         super().__init__(*args, **kwargs)
         if not _matmul_conv_supports(self):
             raise ValueError(
-                "MatmulConv2d supports square, unpadded, undilated, ungrouped convolutions"
+                "MatmulConv2d supports square, unpadded, undilated, ungrouped "
+                "convolutions"
             )
 
     @classmethod

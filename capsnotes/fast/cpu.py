@@ -28,7 +28,10 @@ from . import CONVOLUTIONS, speed_up
 
 #: The precisions a CPU run can train in, by name: the dtype to autocast to (None:
 #: float32 throughout).
-PRECISIONS: dict[str, torch.dtype | None] = {"float32": None, "bfloat16": torch.bfloat16}
+PRECISIONS: dict[str, torch.dtype | None] = {
+    "float32": None,
+    "bfloat16": torch.bfloat16,
+}
 
 #: bf16 candidates are timed only where a bf16 matrix product runs at least this many
 #: times as fast as a float32 one (measured: 2.4x on AMD Zen 4, 4.1x on Zen 5; CPUs that
@@ -71,8 +74,9 @@ def cpu_bf16_speedup(size: int = 1024, repeats: int = 3) -> MatmulRates:
 @dataclass(frozen=True)
 class CpuChoice:
     """What :func:`choose_cpu_implementation` decided, the seconds of one forward and
-    backward pass of every candidate (the fastest of the repeats, keyed ``"<convolution>,
-    <precision>"``), and the matrix-product rates that decided whether bf16 was timed."""
+    backward pass of every candidate (the fastest of the repeats, keyed
+    ``"<convolution>, <precision>"``), and the matrix-product rates that decided whether
+    bf16 was timed."""
 
     convolution: str
     precision: str
@@ -104,7 +108,9 @@ def choose_cpu_implementation(
     if rates is not None and rates.speedup >= BF16_SPEEDUP_THRESHOLD:
         precisions.append("bfloat16")
     with torch.random.fork_rng(devices=[]):  # leave the caller's random state alone
-        models = {name: speed_up(make_model(), convolution=name) for name in CONVOLUTIONS}
+        models = {
+            name: speed_up(make_model(), convolution=name) for name in CONVOLUTIONS
+        }
     times: dict[tuple[str, str], float] = {}
     for round_ in range(repeats + 1):
         for convolution, model in models.items():
@@ -123,5 +129,7 @@ def choose_cpu_implementation(
                     key = (convolution, precision)
                     times[key] = min(times.get(key, float("inf")), elapsed)
     fastest = min(times, key=times.get)
-    seconds = {f"{conv}, {precision}": value for (conv, precision), value in times.items()}
+    seconds = {
+        f"{conv}, {precision}": value for (conv, precision), value in times.items()
+    }
     return CpuChoice(fastest[0], fastest[1], seconds, rates)

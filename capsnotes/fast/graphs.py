@@ -2,10 +2,10 @@
 
 At the paper's batch of 128 a GPU finishes the arithmetic of a training step faster than
 Python can launch its few hundred kernels. :class:`GraphedStep` records the whole of
-:func:`capsnotes.step.training_step` (forward, losses, backward, Adam, the weight average)
-once as a CUDA graph and then launches it with a single call per batch (PyTorch's
-"whole-network capture"). The graph does exactly what the eager step does; the test
-suite checks that both reach the same weights.
+:func:`capsnotes.step.training_step` (forward, losses, backward, Adam, the weight
+average) once as a CUDA graph and then launches it with a single call per batch
+(PyTorch's "whole-network capture"). The graph does exactly what the eager step does;
+the test suite checks that both reach the same weights.
 
 Three details make the capture correct:
 
@@ -39,15 +39,26 @@ class GraphedStep(TrainingStep):
 
     def __init__(self, step: TrainingStep, warmup: int = 3) -> None:
         super().__init__(
-            step.model, step.optimizer, step.objective, step.precision, step.scaler, step.average
+            step.model,
+            step.optimizer,
+            step.objective,
+            step.precision,
+            step.scaler,
+            step.average,
         )
         self.device = next(step.model.parameters()).device
         if self.device.type != "cuda":
-            raise ValueError(f"CUDA graphs need a model on a CUDA device, not {self.device}")
+            raise ValueError(
+                f"CUDA graphs need a model on a CUDA device, not {self.device}"
+            )
         if not all(group.get("capturable") for group in step.optimizer.param_groups):
-            raise ValueError("a graphed step needs a capturable optimizer (capturable=True)")
+            raise ValueError(
+                "a graphed step needs a capturable optimizer (capturable=True)"
+            )
         if step.scaler is not None:
-            raise ValueError("a graphed step cannot scale the loss (float16 needs the host)")
+            raise ValueError(
+                "a graphed step cannot scale the loss (float16 needs the host)"
+            )
         self.warmup, self.eager_steps = warmup, 0
         self.recordings = 0  #: how many graphs were recorded (one per learning rate)
         self._graph: torch.cuda.CUDAGraph | None = None

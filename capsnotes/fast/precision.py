@@ -1,12 +1,12 @@
 """Where a run computes, and in what precision.
 
-* :func:`resolve_device` turns ``"auto"``/``"cpu"``/``"cuda"``/``"cuda:N"`` into a device,
-  with a clear error when a GPU is asked for and none is there; :func:`device_name`
-  describes it for the records every run keeps.
+* :func:`resolve_device` turns ``"auto"``/``"cpu"``/``"cuda"``/``"cuda:N"`` into a
+  device, with a clear error when a GPU is asked for and none is there;
+  :func:`device_name` describes it for the records every run keeps.
 * :func:`gpu_precision` chooses a GPU's 16-bit format: bf16 where the GPU computes it
-  natively (compute capability 8.0 and later: A100, L4, H100, ...), else float16 (Colab's
-  T4), whose narrow exponent needs the loss scaled (``torch.amp.GradScaler``) so that
-  small gradients do not round to zero. On a CPU the choice is timed
+  natively (compute capability 8.0 and later: A100, L4, H100, ...), else float16
+  (Colab's T4), whose narrow exponent needs the loss scaled (``torch.amp.GradScaler``)
+  so that small gradients do not round to zero. On a CPU the choice is timed
   (:mod:`capsnotes.fast.cpu`).
 """
 

@@ -4,10 +4,10 @@ first and a backward derived by hand.
 
 * Layout: :func:`~capsnotes.dynamic_routing` keeps the paper's ``[batch, child, parent,
   dim]``, so both sums over the children are einsums that reorder the votes on every
-  pass. Here the votes are laid out ``[batch, parent, child, dim]`` once: for each example
-  and parent the children's votes form one matrix, and both sums are batched matrix
-  products, with the logits ``[batch, parent, child]`` beside them (the softmax over the
-  parents is then over dim 1).
+  pass. Here the votes are laid out ``[batch, parent, child, dim]`` once: for each
+  example and parent the children's votes form one matrix, and both sums are batched
+  matrix products, with the logits ``[batch, parent, child]`` beside them (the softmax
+  over the parents is then over dim 1).
 * Backward: autograd through Procedure 1 writes one votes-sized gradient per iteration
   and adds them up; :class:`FusedRouting` collects every contribution to the gradient of
   the votes as a rank-``(2r - 1)`` product and writes that tensor once.
@@ -29,8 +29,8 @@ from ..squash import squash
 def route_parents_first(
     votes: Tensor, iterations: int
 ) -> tuple[Tensor, list[tuple[Tensor, Tensor, Tensor]]]:
-    """Procedure 1 on votes ``[B, parent, child, D]``: the outputs ``v`` ``[B, parent, D]``
-    and, per iteration, its couplings ``[B, parent, child]``, ``s`` and ``v``."""
+    """Procedure 1 on votes ``[B, parent, child, D]``: the outputs ``v`` ``[B, parent,
+    D]`` and, per iteration, its couplings ``[B, parent, child]``, ``s`` and ``v``."""
     logits = votes.new_zeros(votes.shape[:3])  # b, laid out [B, parent, child]
     passes = []
     for iteration in range(iterations):
@@ -76,11 +76,14 @@ class FusedRouting(torch.autograd.Function):
                 s_leaf = s.detach().requires_grad_()
                 (grad_s,) = torch.autograd.grad(squash(s_leaf), s_leaf, grad_out)
             # s_t = Σ_i c_i V_i: c receives V·gs, V receives c ⊗ gs
-            grad_coupling = (grad_s.unsqueeze(2) @ votes.transpose(2, 3)).squeeze(2)  # [B, O, I]
+            # [B, O, I]
+            grad_coupling = (grad_s.unsqueeze(2) @ votes.transpose(2, 3)).squeeze(2)
             weights.append(coupling)
             vectors.append(grad_s)
             # softmax over the parents (dim 1), backwards
-            grad_b = coupling * (grad_coupling - (coupling * grad_coupling).sum(1, keepdim=True))
+            grad_b = coupling * (
+                grad_coupling - (coupling * grad_coupling).sum(1, keepdim=True)
+            )
             grad_logits = grad_b if grad_logits is None else grad_logits + grad_b
         # One product writes the whole gradient of the votes: [B,O,I,K] @ [B,O,K,D]
         grad_votes = torch.stack(weights, dim=-1) @ torch.stack(vectors, dim=-2)
@@ -94,7 +97,9 @@ def fused_dynamic_routing(
     ``return_coupling``, through the reference itself)."""
     if return_coupling:
         return dynamic_routing(u_hat, iterations, return_coupling)
-    checks.float_tensor("u_hat", u_hat, "[batch, child, parent, dim]", shape=(None,) * 4)
+    checks.float_tensor(
+        "u_hat", u_hat, "[batch, child, parent, dim]", shape=(None,) * 4
+    )
     checks.integer("routing iterations", iterations, minimum=1)
     return FusedRouting.apply(u_hat, iterations)
 
@@ -111,7 +116,11 @@ class FusedDigitCapsules(DigitCapsules):
         """A FusedDigitCapsules that shares ``layer``'s weight."""
         with torch.device("meta"):  # no weights of its own
             fused = cls(
-                layer.in_caps, layer.in_dim, layer.out_caps, layer.out_dim, layer.iterations
+                layer.in_caps,
+                layer.in_dim,
+                layer.out_caps,
+                layer.out_dim,
+                layer.iterations,
             )
         fused.weight = layer.weight
         return fused
