@@ -21,7 +21,7 @@ set -uo pipefail
 stage=${1:?measure or seeds}
 name=${2:-h100}
 export PYTHONUNBUFFERED=1
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}  # the package, uninstalled
+export PYTHONPATH=$PWD:$PWD/book${PYTHONPATH:+:$PYTHONPATH}  # capsnotes and capsbook, uninstalled
 export CAPSNOTES_DATA=${CAPSNOTES_DATA:-$PWD/.gpu_data}
 out=${OUT:-/tmp/capsnotes-out}
 mkdir -p "$out" runs
