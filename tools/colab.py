@@ -104,7 +104,7 @@ class References:
             return fields["url"]
         if "doi" in fields:
             return f"https://doi.org/{fields['doi']}"
-        return f"{HOSTED}/15_references.html"
+        return f"{HOSTED}/16_references.html"
 
     def cite(self, keys: str, textual: bool) -> str:
         parts = []
