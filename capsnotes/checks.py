@@ -1,6 +1,5 @@
-"""Plain checks of what a user hands over: each raises a ``TypeError`` (wrong kind of
-value) or ``ValueError`` (wrong shape or range) that names the argument and what was
-expected, and returns the value. The layers call them once, at their entrance."""
+"""Plain checks of what a user hands over: each raises a ``TypeError`` (wrong kind) or
+``ValueError`` (wrong shape or range) that names the argument and what was expected."""
 
 from __future__ import annotations
 
@@ -16,24 +15,19 @@ def float_tensor(
     layout: str = "",
     shape: Sequence[int | None] | None = None,
 ) -> Tensor:
-    """A floating-point tensor; with ``shape``, of that shape (None entries: any size,
-    the first named "batch")."""
+    """A floating-point tensor; with ``shape``, of that shape (None: any size)."""
     if shape is not None and not layout:
-        axes = [
-            "batch" if k == 0 else "any" if n is None else str(n)
-            for k, n in enumerate(shape)
-        ]
-        layout = f"of shape [{', '.join(axes)}]"
+        axes = ["any" if n is None else str(n) for n in shape[1:]]
+        layout = f"of shape [{', '.join(['batch', *axes])}]"
     expected = f"a floating-point torch.Tensor {layout}".rstrip()
     if not torch.is_tensor(value):
         raise TypeError(f"{name} must be {expected}, got {type(value).__name__}")
     if not value.is_floating_point():
         raise TypeError(f"{name} must be {expected}, got dtype {value.dtype}")
-    wrong = shape is not None and (
+    if shape is not None and (
         value.dim() != len(shape)
         or any(n not in (None, m) for m, n in zip(value.shape, shape))
-    )
-    if wrong:
+    ):
         raise ValueError(f"{name} must be {expected}, got shape {tuple(value.shape)}")
     return value
 
@@ -41,16 +35,12 @@ def float_tensor(
 def class_indices(
     name: str, value: object, classes: int, batch: int | None = None
 ) -> Tensor:
-    """An integer tensor ``[batch]`` of classes in ``[0, classes)``. The range is
-    checked on the CPU only: reading values from an accelerator would make the host wait
-    for it (there, ``one_hot`` asserts the range on the device)."""
+    """An integer tensor ``[batch]`` of classes in ``[0, classes)``; the range is read
+    on the CPU only (on a GPU, ``one_hot`` asserts it without making the host wait)."""
     shape = f"[{'batch' if batch is None else batch}]"
-    if (
-        not torch.is_tensor(value)
-        or value.is_floating_point()
-        or value.dtype == torch.bool
-    ):
-        got = value.dtype if torch.is_tensor(value) else type(value).__name__
+    integers = torch.is_tensor(value) and not value.dtype.is_floating_point
+    if not integers or value.dtype == torch.bool:
+        got = getattr(value, "dtype", type(value).__name__)
         raise TypeError(
             f"{name} must be an integer tensor {shape} of class indices, got {got}"
         )
@@ -68,29 +58,23 @@ def class_indices(
     return value
 
 
-def integer(name: str, value: object, minimum: int | None = None) -> int:
-    """An ``int`` (``True`` does not count), at least ``minimum`` if given."""
+def integer(
+    name: str, value: object, minimum: int | None = None, kind: str = ""
+) -> int:
+    """An ``int`` (``True`` does not count), at least ``minimum`` if given; ``kind``
+    says what was expected (default ``"an int >= minimum"``)."""
+    kind = kind or "an int" + ("" if minimum is None else f" >= {minimum}")
     if isinstance(value, bool) or not isinstance(value, int):
-        at_least = "" if minimum is None else f" >= {minimum}"
-        raise TypeError(
-            f"{name} must be an int{at_least}, got {type(value).__name__} {value!r}"
-        )
+        raise TypeError(f"{name} must be {kind}, got {type(value).__name__} {value!r}")
     if minimum is not None and value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+        raise ValueError(f"{name} must be {kind.removeprefix('an int ')}, got {value}")
     return value
 
 
 def positive_ints(**values: int | Sequence[int]) -> None:
-    """Each keyword an ``int`` of at least 1, or a sequence of them (``hidden=(512, 0)``
-    fails as ``hidden[1]``)."""
+    """Each keyword an ``int`` of at least 1, or a sequence of them (``hidden[1]``)."""
     for name, value in values.items():
         items = enumerate(value) if isinstance(value, Sequence) else [(None, value)]
         for index, item in items:
             label = name if index is None else f"{name}[{index}]"
-            if isinstance(item, bool) or not isinstance(item, int):
-                raise TypeError(
-                    f"{label} must be a positive int, got {type(item).__name__} "
-                    f"{item!r}"
-                )
-            if item < 1:
-                raise ValueError(f"{label} must be a positive int, got {item}")
+            integer(label, item, 1, "a positive int")
