@@ -276,9 +276,11 @@ def length_bars(
 def loss_curves(runs: Mapping[str, dict[str, Any]]) -> Figure:
     """Margin and reconstruction loss of each run in ``runs`` (label → history), one row
     of two panels per run, each on its own epoch axis: every training step (faint), a
-    moving mean of the steps, and the test losses at the end of each epoch (dots)."""
+    centred moving mean over a quarter of an epoch's steps (one unbroken line from the
+    first step to the last), and the test losses at the end of each epoch (open
+    circles, which leave the line visible under them)."""
     fig, axes = new_figure(
-        ncols=2, nrows=len(runs), width=7.6, height=2.8 * len(runs), squeeze=False
+        ncols=2, nrows=len(runs), width=6.5, height=2.8 * len(runs), squeeze=False
     )
     for row, (index, (label, history)) in zip(
         axes, enumerate(runs.items()), strict=True
@@ -286,12 +288,17 @@ def loss_curves(runs: Mapping[str, dict[str, Any]]) -> Figure:
         color = COLORS[index % len(COLORS)]
         epochs = history["epochs"]
         for ax, step_key, test_key, name in (
-            (row[0], "step_margin_loss", "test_margin_loss", "margin loss"),
+            (
+                row[0],
+                "step_margin_loss",
+                "test_margin_loss",
+                "margin loss",
+            ),
             (
                 row[1],
                 "step_reconstruction_loss",
                 "test_reconstruction_loss",
-                "reconstruction",
+                "reconstruction loss\n(0.0005 × squared error)",
             ),
         ):
             values = np.array([x for e in epochs for x in e[step_key]])
@@ -300,30 +307,29 @@ def loss_curves(runs: Mapping[str, dict[str, Any]]) -> Figure:
             ax.plot(
                 x, values, color=color, alpha=0.18, linewidth=0.6, label="each step"
             )
-            window = max(1, steps_per_epoch // 4)
-            if window > 1:
-                smooth = np.convolve(values, np.ones(window) / window, mode="valid")
-                ax.plot(
-                    x[window - 1 :],
-                    smooth,
-                    color=color,
-                    linewidth=1.2,
-                    label="moving mean",
-                )
+            ax.plot(
+                x,
+                moving_mean(values, max(1, steps_per_epoch // 4)),
+                color=color,
+                linewidth=1.4,
+                label="moving mean",
+            )
             ax.plot(
                 [e["epoch"] for e in epochs],
                 [e[test_key] for e in epochs],
                 "o",
-                color="#222222",
-                markersize=4,
-                markeredgecolor="white",
+                markersize=5,
+                markerfacecolor="none",
+                markeredgecolor="#222222",
+                markeredgewidth=1.1,
+                zorder=3,
                 label="test, end of epoch",
             )
             ax.set_yscale("log")
             _readable_log_ticks(ax)
-            ax.set_xlabel(f"epoch ({steps_per_epoch} steps each)")
-            unit = "\n(0.0005 × sum of squares)" if "recon" in name else ""
-            ax.set_ylabel(f"{name}{unit}, mean per digit", fontsize=8.5)
+            ax.set_xlabel(f"epoch ({steps_per_epoch} steps each)", fontsize=9)
+            ax.set_ylabel(name, fontsize=9)
+            ax.tick_params(labelsize=9)
             ax.set_title(label, fontsize=9)
             ax.legend(frameon=False, fontsize=8)
     return fig
@@ -473,3 +479,13 @@ def two_colour_overlays(
                 color=colour,
             )
     return fig
+
+
+def moving_mean(values: np.ndarray, window: int) -> np.ndarray:
+    """The mean of ``values`` over ``window`` neighbours centred on each one; at the two
+    ends the window shrinks to the values there are, so the result is as long as
+    ``values`` and has no gap."""
+    kernel = np.ones(window)
+    sums = np.convolve(values, kernel, mode="same")
+    counts = np.convolve(np.ones(len(values)), kernel, mode="same")
+    return sums / counts
