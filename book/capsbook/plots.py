@@ -13,6 +13,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
+from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 from matplotlib.patches import Circle
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
@@ -438,27 +439,26 @@ def two_colour_overlays(
     labels: Tensor,
     predictions: Tensor,
     ncols: int = 8,
-    size: float = 1.2,
+    size: float = 0.8,
 ) -> Figure:
-    """The paper's Figure 5: each input ``[N, 1, H, W]`` in grey with its two
-    reconstructions ``[N, 2, 1, H, W]`` over it, the first in red and the second in
-    green, titled with the labels ``[N, 2]`` (L) and the classes read ``[N, 2]`` (R)."""
-    grey = 0.35 * images[:, 0].clamp(0, 1)
-    first, second = (
-        reconstructions[:, 0, 0].clamp(0, 1),
-        reconstructions[:, 1, 0].clamp(0, 1),
-    )
-    # [N, H, W, 3]: red for the first reading, green for the second
-    rgb = torch.stack(
-        [grey + first, grey + 0.8 * second, grey + 0.1 * first], dim=-1
-    ).clamp(0, 1)
+    """The paper's Figure 5: each input ``[N, 1, H, W]`` in light grey on white with its
+    two reconstructions ``[N, 2, 1, H, W]`` over it, the first in orange and the second
+    in blue (Okabe–Ito's pair, told apart with the common forms of colour blindness;
+    where both draw, the colours multiply to near black), titled with the labels ``[N,
+    2]`` (L) and the classes read ``[N, 2]`` (R), a wrong reading in vermillion."""
+    orange, blue = (torch.tensor(to_rgb(c)) for c in (COLORS[4], COLORS[0]))
+    grey = 0.3 * images[:, 0].clamp(0, 1)[..., None]  # [N, H, W, 1]
+    first = reconstructions[:, 0, 0].clamp(0, 1)[..., None]
+    second = reconstructions[:, 1, 0].clamp(0, 1)[..., None]
+    # [N, H, W, 3]: each drawing tints white paper like a filter of its colour
+    rgb = (1 - grey) * (1 - first * (1 - orange)) * (1 - second * (1 - blue))
     count = len(rgb)
     nrows = -(-count // ncols)
     fig, axes = new_figure(
         ncols,
         nrows,
         ncols * size,
-        nrows * size * 1.25,
+        nrows * size * 1.4,
         {"axes.grid": False},
         squeeze=False,
     )
@@ -466,17 +466,21 @@ def two_colour_overlays(
         for index, ax in enumerate(axes.flat):
             ax.set_xticks([])
             ax.set_yticks([])
+            for spine in ax.spines.values():
+                spine.set_visible(True)
+                spine.set_color("#999999")
             if index >= count:
                 ax.set_visible(False)
                 continue
             ax.imshow(rgb[index].numpy())
             wanted = sorted(labels[index].tolist())
             read = predictions[index].tolist()
-            colour = "#222222" if sorted(read) == wanted else "#d62728"
+            colour = "#222222" if sorted(read) == wanted else COLORS[1]
             ax.set_title(
                 f"L {wanted[0]},{wanted[1]}\nR {read[0]},{read[1]}",
-                fontsize=7,
+                fontsize=8,
                 color=colour,
+                pad=2,
             )
     return fig
 
