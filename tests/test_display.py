@@ -54,10 +54,19 @@ def test_procedure_1_stands_beside_every_line_of_the_routing_code():
         s for s in shown_lines if not s.startswith("#")
     ]
     html = shown._repr_html_()
-    assert html.count("<tr>") == len(PROCEDURE_1) + 1 and "&lt;" not in PROCEDURE_1[0]
+    assert html.count('class="procedure-step"') == len(PROCEDURE_1)
+    assert "&lt;" not in PROCEDURE_1[0]
+    # each step stands above its code, which has the column to itself: the book's code
+    # column shows 88 characters (book/_static/capsnotes.css), and no line is wider
+    assert "<table" not in html
+    shown_code = [line for _, _, c in shown.rows for line in c.splitlines()]
+    assert max(len(line) for line in shown_code) <= 88
     # the procedure's subscripts are set as subscripts in HTML, kept as written in text
     assert "b<sub>ij</sub> ← b<sub>ij</sub> + û<sub>j|i</sub> · v<sub>j</sub>" in html
     assert "b_ij ← b_ij + û_{j|i} · v_j" in repr(shown)
+    # what a mark's comment adds to its step is kept, without the step's formula again
+    assert shown.notes[7] == "(not after the last pass: never read)"
+    assert shown.notes[2].startswith("per example") and 3 not in shown.notes
 
 
 def test_a_mark_the_procedure_does_not_have_is_refused():

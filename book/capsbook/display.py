@@ -5,7 +5,7 @@
   drift from the tested code. Only the ``.. math::`` blocks of its docstring are left
   out: the chapter renders those equations itself.
 * :func:`beside_procedure` sets a function's code beside the numbered algorithm it
-  implements, each step next to the lines that compute it (the code marks them with
+  implements, each step above the lines that compute it (the code marks them with
   ``# line N:`` comments), as the annotated paper implementations do.
 * :func:`glue` keeps a computed value, formatted as the prose shows it, for the prose to
   quote (MyST-NB's glue), so that a number in the text comes from an output and cannot
@@ -18,7 +18,7 @@ import html
 import inspect
 import re
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -98,37 +98,57 @@ def _step_html(step: str) -> str:
     return _SUBSCRIPT.sub(lambda m: f"<sub>{m[1] or m[2]}</sub>", html.escape(step))
 
 
+#: The colour of a step's rule: Okabe-Ito blue, readable on the book's light and dark
+#: themes alike.
+_STEP_RULE = "#0072B2"
+
+
 @dataclass
 class ProcedureAndCode:
-    """An algorithm's numbered steps beside the code lines that compute each one.
+    """An algorithm's numbered steps, each above the code lines that compute it.
 
     ``rows[k]`` is ``(number, step, code)``: step ``number`` of the algorithm and the
-    lines of the function that carry its ``# line N`` mark, up to the next mark."""
+    lines of the function that carry its ``# line N`` mark, up to the next mark.
+    ``notes[number]`` is what the mark's comment says beyond the step itself (e.g.
+    ``per example: ...``), shown after the step.
+
+    The HTML stacks each step above its code, both as wide as the page's column: a
+    code line gets the whole column (the book's shows 88 characters), where a step and
+    its code side by side would share it and clip the code."""
 
     location: str
     rows: list[tuple[int, str, str]]
+    notes: dict[int, str] = field(default_factory=dict)
 
     def _repr_html_(self) -> str:
-        cells = []
+        blocks = []
         for number, step, code in self.rows:
-            cells.append(
-                "<tr>"
-                f'<td style="vertical-align:top;padding:2px 8px;white-space:pre;'
-                f'font-family:monospace;border-right:1px solid #999">{number}  '
-                f"{_step_html(step)}</td>"
-                f'<td style="vertical-align:top;padding:2px 8px"><pre style="margin:0;'
-                f'background:none">{html.escape(code)}</pre></td></tr>'
+            note = self.notes.get(number)
+            note = f'<i style="opacity:0.8"> — {_step_html(note)}</i>' if note else ""
+            block = (
+                f'<div style="border-left:3px solid {_STEP_RULE};padding:0 0 0 8px;'
+                f'margin:4px 0 2px;white-space:pre-wrap"><b>{number}</b>&ensp;'
+                f"{_step_html(step)}{note}</div>"
             )
+            if code:
+                block += (
+                    '<pre style="margin:0 0 0 11px;padding:4px 10px;white-space:pre;'
+                    f'overflow-x:auto">{html.escape(code)}</pre>'
+                )
+            blocks.append(f'<div class="procedure-step">{block}</div>')
         return (
-            f"<p><code>{html.escape(self.location)}</code>, beside Procedure 1</p>"
-            '<table style="border-collapse:collapse;text-align:left">'
-            "<tr><th>Procedure 1</th><th>code</th></tr>" + "".join(cells) + "</table>"
+            '<p><span style="font-family:monospace">'
+            f"{html.escape(self.location)}</span>: each step of Procedure 1 "
+            "above the lines that compute it</p>" + "".join(blocks)
         )
 
     def __repr__(self) -> str:
         blocks = [f"# {self.location}, beside Procedure 1"]
         for number, step, code in self.rows:
-            blocks.append(f"{number}  {step}\n" + textwrap.indent(code, "      | "))
+            note = f"\n      # {self.notes[number]}" if number in self.notes else ""
+            blocks.append(
+                f"{number}  {step}{note}\n" + textwrap.indent(code, "      | ")
+            )
         return "\n".join(blocks)
 
 
@@ -137,11 +157,12 @@ def beside_procedure(
 ) -> ProcedureAndCode:
     """Set ``function``'s body beside ``procedure``: each numbered step (counted from 1)
     with the code lines that follow the ``# line N`` comment for it in the source (the
-    comment itself is left out: the step stands beside the code). Steps with no code,
+    comment becomes the step's note, less the step's own formula). Steps with no code,
     such as the procedure's heading, get none. Raises if the code marks a step the
     procedure does not have."""
     source = show_source(function)
     code_of: dict[int, list[str]] = {}
+    notes: dict[int, str] = {}
     current: int | None = None
     body = source.code.split('"""')[-1] if '"""' in source.code else source.code
     for line in body.splitlines():
@@ -154,6 +175,9 @@ def beside_procedure(
                     f"1 to {len(procedure)}"
                 )
             code_of.setdefault(current, [])
+            note = _note(line[mark.end() :], procedure[current - 1])
+            if note:
+                notes[current] = note
             rest = line[: mark.start()].rstrip().rstrip("#").rstrip()
             if rest.strip():
                 code_of[current].append(rest)
@@ -167,7 +191,17 @@ def beside_procedure(
         (number, step, "\n".join(line[indent:] for line in code_of.get(number, [])))
         for number, step in enumerate(procedure, start=1)
     ]
-    return ProcedureAndCode(source.location, rows)
+    return ProcedureAndCode(source.location, rows, notes)
+
+
+def _note(comment: str, step: str) -> str:
+    """What a ``# line N: ...`` comment says beyond ``step``: the comment less the
+    step's formula (its text after the last ``": "``) where it starts with it."""
+    comment = comment.lstrip(":").strip()
+    formula = step.rsplit(": ", 1)[-1].strip()
+    if comment.startswith(formula):
+        comment = comment[len(formula) :].lstrip(" ,;").strip()
+    return comment
 
 
 def glue(name: str, value: int | str | float, spec: str = "") -> None:
