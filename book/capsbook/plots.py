@@ -377,15 +377,19 @@ def _readable_log_ticks(ax: Any) -> None:
     ax.yaxis.set_minor_formatter(NullFormatter())
 
 
-def perturbation_grid(reconstructions: Tensor, offsets: Sequence[float]) -> Figure:
+def perturbation_grid(
+    reconstructions: Tensor, offsets: Sequence[float], width: float = 6.5
+) -> Figure:
     """``[dims, steps, C, H, W]`` reconstructions: one row per capsule dimension, one
-    column per offset added to it (the paper's Figure 4)."""
+    column per offset added to it (the paper's Figure 4), ``width`` inches wide with
+    8-point text, so that it reads at the book's column width."""
     dims, steps = reconstructions.shape[:2]
     pictures = _as_images(
         reconstructions.reshape(dims * steps, *reconstructions.shape[2:])
     )
+    tile = (width - 0.5) / steps  # room on the left for the row labels
     fig, axes = new_figure(
-        steps, dims, steps * 0.62, dims * 0.62, {"axes.grid": False}, squeeze=False
+        steps, dims, width, dims * tile + 0.4, {"axes.grid": False}, squeeze=False
     )
     with plt.rc_context(STYLE):
         for index, ax in enumerate(axes.flat):
@@ -395,13 +399,13 @@ def perturbation_grid(reconstructions: Tensor, offsets: Sequence[float]) -> Figu
             for spine in ax.spines.values():
                 spine.set_visible(False)
         for col, offset in enumerate(offsets):
-            axes[0, col].set_title(f"{offset:+.2f}", fontsize=7)
+            axes[0, col].set_title(f"{offset:+.2f}", fontsize=8)
         for row in range(dims):
             axes[row, 0].set_ylabel(
-                f"{row}", fontsize=7, rotation=0, ha="right", va="center"
+                f"{row}", fontsize=8, rotation=0, ha="right", va="center"
             )
-        fig.supxlabel("offset added to the dimension", y=1.0, va="bottom", fontsize=8)
-        fig.supylabel("capsule dimension", fontsize=8)
+        fig.supxlabel("offset added to the dimension", y=1.0, va="bottom", fontsize=9)
+        fig.supylabel("capsule dimension", fontsize=9)
     return fig
 
 
