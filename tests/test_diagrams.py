@@ -12,6 +12,7 @@ from capsbook.diagrams import (
     decoder_with_mask,
     most_routed_child,
     primary_grouping,
+    reshaped_grouping,
     routing_of_one_child,
     shape_text,
 )
@@ -77,6 +78,23 @@ def test_the_grouping_counts_the_model_s_capsules(model):
     text = svg_text(diagram)
     assert f"{expected['primary capsules'][1]:,} capsules" in text
     assert shape_text(maps) in text
+
+
+def test_the_reshaped_grouping_reads_each_layer_s_own_forward(model):
+    """Each number of the first maps lands where the layer's own forward puts it: in the
+    paper's grouping channel k at one position is component k of that position's
+    capsule; reshaped, a capsule is dim consecutive numbers of the flattened maps."""
+    diagram = reshaped_grouping(model, channels=3)
+    types, dim = TINY.primary_channels, TINY.primary_dim
+    grid = model.config.primary_grid
+    flat = torch.arange(3 * grid * grid).view(3, grid, grid)
+    torch.testing.assert_close(diagram.numbers["reshaped"][..., 0], flat // dim)
+    torch.testing.assert_close(diagram.numbers["reshaped"][..., 1], flat % dim)
+    position = torch.arange(grid * grid).view(grid, grid)
+    for k in range(3):
+        torch.testing.assert_close(diagram.numbers["paper"][k, ..., 0], position)
+        assert (diagram.numbers["paper"][k, ..., 1] == k).all()
+    assert diagram.shapes["primary capsules"] == (1, types * grid * grid, dim)
 
 
 def test_one_child_s_couplings_are_routing_s_and_split_its_vote():

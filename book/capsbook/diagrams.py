@@ -5,6 +5,7 @@ given, and every number it shows is computed from that model.
 * :func:`architecture` — the whole network (the paper's Figures 1 and 2) with the tensor
   shape after every stage;
 * :func:`primary_grouping` — how the primary convolution's channels become capsules;
+  :func:`reshaped_grouping` — where the popular reshape puts the same numbers;
 * :func:`routing_of_one_child` — one primary capsule's votes and its couplings to the
   parents, iteration by iteration (:func:`most_routed_child` picks a child worth
   watching);
@@ -28,12 +29,16 @@ from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 from torch import Tensor, nn
 
-from capsnotes import CapsNet, dynamic_routing
+from capsnotes import CapsNet, PrimaryCapsules, dynamic_routing
+from capsnotes.mistakes import ReshapedPrimaryCapsules
 
 #: Colours of the diagrams (those of capsnotes.plots).
 BLUE, ORANGE, GREEN, GREY = "#0072B2", "#D55E00", "#009E73", "#777777"
 #: What keeps a diagram's SVG the same from one drawing to the next.
 SVG_STYLE = {"svg.hashsalt": "capsnotes", "svg.fonttype": "none", "font.size": 9}
+#: The width of every diagram, in inches: the book's column, so that text set in 8 or 9
+#: points is shown in 8 or 9 points.
+WIDTH = 6.5
 
 
 def shape_text(shape: tuple[int, ...]) -> str:
@@ -102,7 +107,7 @@ def _box(
             alpha=0.15,
         )
     )
-    ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=9.5)
+    ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=9)
 
 
 def _arrow(ax: Any, start: tuple[float, float], end: tuple[float, float]) -> None:
@@ -205,14 +210,15 @@ def architecture(model: CapsNet) -> Diagram:
             ORANGE,
         ),
     ]
-    x, w, h, gap = 0.3, 4.4, 0.66, 0.38
-    height = 0.3 + 8 * (h + gap) + 0.1  # five stages, then the decoder's three below
-    figure, ax = _figure(8.2, height)
-    y = height - 0.3 - h
+    # 6.5 inches wide, the book's column, so that 9-point text stays 9 points
+    x, w, h, gap = 0.15, 3.75, 0.6, 0.3
+    height = 0.2 + 8 * (h + gap) + 0.05  # five stages, then the decoder's three below
+    figure, ax = _figure(WIDTH, height)
+    y = height - 0.2 - h
     for key, text, colour in steps:
         _box(ax, x, y, w, h, text, colour)
         ax.text(
-            x + w + 0.15,
+            x + w + 0.12,
             y + h / 2,
             shape_text(shapes[key]),
             va="center",
@@ -226,7 +232,7 @@ def architecture(model: CapsNet) -> Diagram:
     left = [
         (
             "lengths",
-            r"lengths $\|v_j\|$: the class probabilities" "\n→ margin loss",
+            r"lengths $\|v_j\|$: the class" "\nprobabilities → margin loss",
             GREEN,
         ),
     ]
@@ -248,19 +254,19 @@ def architecture(model: CapsNet) -> Diagram:
         ),
     ]
     top = y + h + gap
-    bx, bw = 0.3, 3.3
+    bx, bw = 0.15, 2.55
     key, text, colour = left[0]
     _box(ax, bx, y, bw, h, text, colour)
-    ax.text(bx + 0.1, y - 0.22, shape_text(shapes[key]), fontsize=9, family="monospace")
-    _arrow(ax, (x + w / 2 - 0.9, top), (bx + bw / 2, y + h))
-    rx, rw = 4.1, 3.9
+    ax.text(bx + 0.1, y - 0.2, shape_text(shapes[key]), fontsize=9, family="monospace")
+    _arrow(ax, (x + w / 2 - 0.8, top), (bx + bw / 2, y + h))
+    rx, rw = 3.0, 3.35
     ry = y
     for index, (key, text, colour) in enumerate(right):
         _box(ax, rx, ry, rw, h, text, colour)
         ax.text(
-            rx + 0.1, ry - 0.22, shape_text(shapes[key]), fontsize=9, family="monospace"
+            rx + 0.1, ry - 0.2, shape_text(shapes[key]), fontsize=9, family="monospace"
         )
-        start = (x + w / 2 + 0.9, top) if index == 0 else (rx + rw / 2, ry + h + gap)
+        start = (x + w / 2 + 0.8, top) if index == 0 else (rx + rw / 2, ry + h + gap)
         _arrow(ax, start, (rx + rw / 2, ry + h))
         ry -= h + gap
     numbers = {"routing_iterations": model.digits.iterations, "decoder_sizes": sizes}
@@ -285,44 +291,36 @@ def primary_grouping(model: CapsNet) -> Diagram:
         "primary convolution": tuple(maps.shape),
         "primary capsules": tuple(u.shape),
     }
-    figure, ax = _figure(8.6, 4.0)
+    figure, ax = _figure(WIDTH, 3.5)
     # each type: its `dim` maps of rows × cols drawn as a stack; the first two types and
-    # the last, and one grid position marked through the stack of one type
+    # the last, and one grid position marked through the stack of each type
     shown_groups = [0, 1, types - 1] if types > 2 else list(range(types))
-    side, step = 0.95, 0.07  # a map's size, and the offset between stacked maps
+    side, step = 0.8, 0.06  # a map's size, and the offset between stacked maps
     cell = side / max(rows, cols)
     marked = (rows // 2, cols // 2)
-    x = 0.35
+    base = 1.05  # the bottom of the front maps
+    x = 0.15
     anchor = (0.0, 0.0)
     for group_index, group in enumerate(shown_groups):
         if group_index == 2 and types > 3:
-            ax.text(x + 0.1, 1.9, "…", fontsize=14, ha="center", va="center")
-            x += 0.5
+            ax.text(x + 0.1, base + 0.6, "…", fontsize=14, ha="center", va="center")
+            x += 0.4
         colour = [BLUE, ORANGE, GREEN][group_index % 3]
         for k in reversed(range(dim)):  # back to front
-            left, bottom = x + k * step, 1.2 + k * step
-            ax.add_patch(
-                FancyBboxPatch(
-                    (left, bottom),
-                    side,
-                    side,
-                    boxstyle="square,pad=0",
-                    facecolor="white",
-                    edgecolor=colour,
-                    lw=0.8,
+            left, bottom = x + k * step, base + k * step
+            for fill, alpha in (("white", 1.0), (colour, 0.12)):
+                ax.add_patch(
+                    FancyBboxPatch(
+                        (left, bottom),
+                        side,
+                        side,
+                        boxstyle="square,pad=0",
+                        facecolor=fill,
+                        edgecolor=colour if fill == "white" else "none",
+                        lw=0.8,
+                        alpha=alpha,
+                    )
                 )
-            )
-            ax.add_patch(
-                FancyBboxPatch(
-                    (left, bottom),
-                    side,
-                    side,
-                    boxstyle="square,pad=0",
-                    facecolor=colour,
-                    edgecolor="none",
-                    alpha=0.12,
-                )
-            )
             r, c = marked
             ax.add_patch(
                 FancyBboxPatch(
@@ -336,43 +334,43 @@ def primary_grouping(model: CapsNet) -> Diagram:
                 )
             )
         for i in range(1, max(rows, cols)):  # the grid on the front map
-            ax.plot([x + i * cell] * 2, [1.2, 1.2 + side], color=colour, lw=0.3)
-            ax.plot([x, x + side], [1.2 + i * cell] * 2, color=colour, lw=0.3)
+            ax.plot([x + i * cell] * 2, [base, base + side], color=colour, lw=0.3)
+            ax.plot([x, x + side], [base + i * cell] * 2, color=colour, lw=0.3)
         ax.text(
             x + side / 2 + dim * step / 2,
-            1.2 + side + dim * step + 0.12,
+            base + side + dim * step + 0.1,
             f"type {group}: channels\n{group * dim}–{group * dim + dim - 1}",
             ha="center",
             fontsize=8.5,
         )
-        # the capsule pulled out: of the last type
-        if group_index == len(shown_groups) - 1:
-            anchor = (  # the marked cell of the front map
+        if group_index == len(shown_groups) - 1:  # the capsule pulled out: of the last
+            anchor = (
                 x + (marked[1] + 0.5) * cell,
-                1.2 + (rows - marked[0] - 0.5) * cell,
+                base + (rows - marked[0] - 0.5) * cell,
             )
-        x += side + dim * step + 0.35
+        x += side + dim * step + 0.25
     ax.text(
-        0.35,
-        3.65,
+        0.15,
+        3.25,
         f"primary convolution output: {channels} maps of {rows}×{cols} "
         f"= {types} types × {dim} maps   {shape_text(tuple(maps.shape))}",
         fontsize=9,
     )
     ax.text(
-        0.35,
-        0.85,
+        0.15,
+        0.65,
         f"a stack = the {dim} maps of one type; the marked cell, taken "
         f"through the stack, is one capsule",
         fontsize=8.5,
         color=GREY,
     )
-    vector_x = x + 0.45
+    vector_x = x + 0.15
+    width = min(0.17, (WIDTH - 0.1 - vector_x) / dim)
     for k in range(dim):
         ax.add_patch(
             FancyBboxPatch(
-                (vector_x + 0.17 * k, 1.75),
-                0.15,
+                (vector_x + width * k, base + 0.45),
+                width * 0.9,
                 0.38,
                 boxstyle="square,pad=0",
                 facecolor=GREEN,
@@ -380,13 +378,16 @@ def primary_grouping(model: CapsNet) -> Diagram:
                 edgecolor="white",
             )
         )
-    _arrow(ax, anchor, (vector_x - 0.05, 1.94))
+    _arrow(ax, anchor, (vector_x - 0.03, base + 0.64))
     ax.text(
-        vector_x, 2.3, f"$u_i$: {dim} numbers,\none per map,\nthen squashed", fontsize=8
+        vector_x,
+        base + 1.0,
+        f"$u_i$: {dim} numbers,\none per map,\nthen squashed",
+        fontsize=8.5,
     )
     ax.text(
-        0.35,
-        0.3,
+        0.15,
+        0.2,
         f"{types} types × {rows}×{cols} positions = {u.shape[1]:,} capsules "
         f"of {dim}-D   {shape_text(tuple(u.shape))}",
         fontsize=9,
@@ -395,6 +396,104 @@ def primary_grouping(model: CapsNet) -> Diagram:
     if config.primary_channels != types:  # the configuration and the layer must agree
         raise ValueError("the model's primary capsules do not match its configuration")
     return Diagram("primary grouping", figure, shapes, numbers)
+
+
+@torch.no_grad()
+def _grouping(
+    layer_class: type[PrimaryCapsules], model: CapsNet, channels: int
+) -> Tensor:
+    """Where ``layer_class`` (``PrimaryCapsules`` or a subclass with another grouping,
+    sized like ``model.primary``) puts each number of the first ``channels`` maps of
+    the convolution's output: ``[channels, rows, cols, 2]``, (capsule, component). Read
+    from the layer's own forward pass: its convolution made the identity, one number
+    of the maps set to 1 at a time."""
+    types, dim = model.primary.capsule_channels, model.primary.capsule_dim
+    rows = cols = model.config.primary_grid
+    layer = layer_class(types * dim, types, dim, kernel_size=1, stride=1)
+    layer.conv.weight.copy_(torch.eye(types * dim)[..., None, None])
+    layer.conv.bias.zero_()
+    count = channels * rows * cols
+    ones = torch.zeros(count, types * dim * rows * cols)
+    ones[torch.arange(count), torch.arange(count)] = 1  # the first `count` numbers
+    u = layer(ones.view(count, types * dim, rows, cols))  # [count, capsules, dim]
+    where = u.flatten(1).abs().argmax(dim=1)
+    place = torch.stack([where // dim, where % dim], dim=1)
+    return place.view(channels, rows, cols, 2)
+
+
+@torch.no_grad()
+def reshaped_grouping(model: CapsNet, channels: int = 2) -> Diagram:
+    """The popular wrong grouping (``capsnotes.mistakes.ReshapedPrimaryCapsules``): the
+    convolution's ``[B, C·D, H, W]`` output reshaped straight to ``[B, C·H·W, D]``. The
+    first ``channels`` maps, each number labelled with the capsule it lands in, beside
+    where the paper's grouping (``model.primary``) puts the same numbers."""
+    model = _check_model(model)
+    types, dim = model.primary.capsule_channels, model.primary.capsule_dim
+    rows = cols = model.config.primary_grid
+    if not 1 <= channels <= types * dim:
+        raise ValueError(f"channels must be in [1, {types * dim}], got {channels}")
+    wrong = _grouping(ReshapedPrimaryCapsules, model, channels)
+    right = _grouping(PrimaryCapsules, model, channels)
+    shapes = {
+        "primary convolution": (1, types * dim, rows, cols),
+        "primary capsules": (1, types * rows * cols, dim),
+    }
+    figure, ax = _figure(WIDTH, 2.75)
+    cell = min(0.2, 2.6 / (channels * cols + channels - 1))
+    palette = [BLUE, ORANGE, GREEN, "#CC79A7", "#E69F00", "#56B4E9"]
+    top = 2.15
+    panels = (
+        (0.15, wrong, "reshaped straight to " + shape_text(shapes["primary capsules"])),
+        (3.35, right, "capsnotes (the paper's grouping)"),
+    )
+    for left, place, title in panels:
+        ax.text(left, top + 0.4, title, fontsize=9)
+        for channel in range(channels):
+            x0 = left + channel * (cols + 1) * cell
+            ax.text(x0, top + 0.12, f"channel {channel}", fontsize=8.5)
+            for r in range(rows):
+                for c in range(cols):
+                    capsule = int(place[channel, r, c, 0])
+                    x, y = x0 + c * cell, top - (r + 1) * cell
+                    ax.add_patch(
+                        FancyBboxPatch(
+                            (x, y),
+                            cell,
+                            cell,
+                            boxstyle="square,pad=0",
+                            facecolor=palette[capsule % len(palette)],
+                            edgecolor="white",
+                            lw=0.8,
+                            alpha=0.35,
+                        )
+                    )
+                    ax.text(
+                        x + cell / 2,
+                        y + cell / 2,
+                        str(capsule),
+                        ha="center",
+                        va="center",
+                        fontsize=8,
+                    )
+    straddling = [  # reshaped capsules with numbers from two channels
+        n
+        for n in range(channels * rows * cols // dim)
+        if n * dim // (rows * cols) != ((n + 1) * dim - 1) // (rows * cols)
+    ]
+    two = f" (capsule {straddling[0]}: of two)" if straddling else ""
+    ax.text(
+        0.15,
+        top - rows * cell - 0.2,
+        "Each cell is one number of the convolution's output, labelled with the "
+        "capsule it joins.\n"
+        f"Reshaped, a capsule is {dim} neighbouring positions of one channel{two}.\n"
+        f"In the paper's grouping, it is one position of {dim} channels (capsule 0: "
+        f"channels 0–{dim - 1}).",
+        fontsize=8.5,
+        va="top",
+    )
+    numbers = {"reshaped": wrong, "paper": right, "straddling": straddling}
+    return Diagram("reshaped grouping", figure, shapes, numbers)
 
 
 @torch.no_grad()
@@ -477,7 +576,7 @@ def routing_of_one_child(
     figure, axes = plt.subplots(
         1,
         iterations + 1,
-        figsize=(1.6 + 2.9 * iterations, 4.1),
+        figsize=(1.25 + 1.75 * iterations, 4.2),  # 6.5 inches for r = 3
         gridspec_kw={"width_ratios": [0.55] + [1] * iterations},
     )
     plt.close(figure)
@@ -485,23 +584,23 @@ def routing_of_one_child(
     rows = [parents - 1 - j for j in range(parents)]  # parent 0 at the top
     names = [f"{j}{' (label)' if j == label else ''}" for j in range(parents)]
     bars.barh(rows, votes.tolist(), color=ORANGE, alpha=0.7, height=0.6)
-    bars.set_yticks(rows, names, fontsize=9)
+    bars.set_yticks(rows, names, fontsize=8.5)
     bars.set_ylim(-0.8, parents - 0.2)
-    bars.set_xlabel("vote length $\\|\\hat{u}_{j|i}\\|$", fontsize=9)
+    bars.set_xlabel("vote length $\\|\\hat{u}_{j|i}\\|$", fontsize=8.5)
     bars.tick_params(axis="x", labelsize=8)
-    bars.set_title("its votes", fontsize=10)
+    bars.set_title("its votes", fontsize=9)
     for side in ("top", "right"):
         bars.spines[side].set_visible(False)
     heaviest = float(mine.max())
     for t, ax in enumerate(panels):
-        ax.set_xlim(-0.2, 2.0)
+        ax.set_xlim(-0.1, 2.45)
         ax.set_ylim(-0.8, parents - 0.2)
         ax.axis("off")
         middle = (parents - 1) / 2
         for j in range(parents):
             share = float(mine[t, j])
             ax.plot(
-                [0, 1],
+                [0, 0.8],
                 [middle, rows[j]],
                 color=ORANGE,
                 lw=0.3 + 7 * share / heaviest,
@@ -510,41 +609,40 @@ def routing_of_one_child(
                 zorder=1,
             )
             ax.plot(
-                1, rows[j], "o", color=GREEN, markersize=3 + 9 * float(lengths[t, j])
+                0.8, rows[j], "o", color=GREEN, markersize=3 + 7 * float(lengths[t, j])
             )
             weight = "bold" if j == label else "normal"
             added = round(float(agreement[t, j]), 2) + 0.0  # no "-0.00"
             ax.text(
-                1.12,
+                1.0,
                 rows[j],
                 f"{share:.3f}",
                 va="center",
-                fontsize=8.5,
+                fontsize=8,
                 fontweight=weight,
             )
             ax.text(
-                1.95,
+                2.45,
                 rows[j],
                 f"{added:+.2f}",
                 va="center",
                 ha="right",
-                fontsize=8.5,
+                fontsize=8,
                 fontweight=weight,
             )
         ax.plot(0, middle, "o", color=BLUE, markersize=10, zorder=2)
-        ax.text(1.12, parents - 0.4, "$c_{ij}$", fontsize=9, color=GREY)
-        ax.text(1.95, parents - 0.4, "agreement", fontsize=8, color=GREY, ha="right")
-        ax.set_title(f"iteration {t + 1}", fontsize=10)
+        ax.text(1.0, parents - 0.4, "$c_{ij}$", fontsize=8.5, color=GREY)
+        ax.text(2.45, parents - 0.4, "agreement", fontsize=8, color=GREY, ha="right")
+        ax.set_title(f"iteration {t + 1}", fontsize=9)
     figure.suptitle(
         f"child {child} (capsule type {kind}, row {row}, column {column} of the "
-        f"{grid}×{grid} grid): line width = its coupling $c_{{ij}}$ to parent $j$, dot "
-        "size = $\\|v_j\\|$;\nagreement = $\\hat{u}_{j|i}\\cdot v_j$, added to "
-        "$b_{ij}$ "
-        "after the iteration",
-        fontsize=9,
+        f"{grid}×{grid} grid). Line width: its coupling $c_{{ij}}$ to parent $j$;\n"
+        "dot size: $\\|v_j\\|$; agreement: $\\hat{u}_{j|i}\\cdot v_j$, added to "
+        "$b_{ij}$ after the iteration",
+        fontsize=8.5,
         y=1.0,
     )
-    figure.subplots_adjust(left=0.08, right=0.99, bottom=0.13, top=0.82, wspace=0.15)
+    figure.subplots_adjust(left=0.1, right=0.99, bottom=0.12, top=0.83, wspace=0.12)
     numbers = {
         "couplings": mine,
         "vote_lengths": votes,
@@ -589,7 +687,7 @@ def decoder_with_mask(model: CapsNet, capsules: Tensor, label: int) -> Diagram:
         1, config.in_channels, config.image_size, config.image_size
     )
     shapes["reconstruction"] = tuple(image.shape)
-    figure = plt.figure(figsize=(9.6, 3.6))
+    figure = plt.figure(figsize=(WIDTH, 3.9))
     plt.close(figure)
     values = capsules.T.numpy()  # [dim, classes]
     limit = float(np.abs(values).max())
@@ -597,56 +695,66 @@ def decoder_with_mask(model: CapsNet, capsules: Tensor, label: int) -> Diagram:
     others = np.broadcast_to(np.arange(expected[0])[None, :] != label, values.shape)
     panels = (
         (
-            0.04,
+            0.07,
             values,
-            f"digit capsules v {shape_text(shapes['digit capsules'])}",
+            f"digit capsules v\n{shape_text(shapes['digit capsules'])}",
             "all ten",
         ),
         (
-            0.26,
+            0.3,
             np.ma.masked_where(others, values),
-            f"masked {shape_text(shapes['masked capsules'])}",
-            f"{label}'s kept, the others\nset to 0 (grey)",
+            f"masked\n{shape_text(shapes['masked capsules'])}",
+            f"{label}'s kept, the\nothers 0 (grey)",
         ),
     )
     for left, shown, title, note in panels:
-        grid = figure.add_axes((left, 0.24, 0.15, 0.6))
+        grid = figure.add_axes((left, 0.24, 0.16, 0.6))
         drawn = grid.imshow(shown, cmap=colours, vmin=-limit, vmax=limit, aspect="auto")
         grid.set_xticks(range(expected[0]))
-        grid.set_xlabel(f"digit capsule: {note}", fontsize=8.5)
+        grid.set_xlabel(f"digit capsule:\n{note}", fontsize=8.5)
         if left == panels[0][0]:
             grid.set_ylabel(f"its {expected[1]} components", fontsize=8.5)
         grid.tick_params(labelsize=8)
         grid.set_yticks([])
-        grid.set_title(title, fontsize=9)
-    bar = figure.colorbar(drawn, cax=figure.add_axes((0.41, 0.24, 0.008, 0.6)))
+        grid.set_title(title, fontsize=8.5)
+    bar = figure.colorbar(drawn, cax=figure.add_axes((0.475, 0.24, 0.012, 0.6)))
     bar.set_label("component value", fontsize=8)
-    bar.ax.tick_params(labelsize=7)
-    figure.text(0.22, 0.54, "mask\n→", ha="center", va="center", fontsize=9, color=GREY)
-    text = figure.add_axes((0.47, 0.05, 0.33, 0.9))
+    bar.ax.tick_params(labelsize=8)
+    figure.text(
+        0.265, 0.54, "mask\n→", ha="center", va="center", fontsize=9, color=GREY
+    )
+    text = figure.add_axes((0.6, 0.4, 0.4, 0.58))
     text.axis("off")
     layers = _linear_layers(model)
     lines = [f"flatten: {masked.shape[1]}"]
     for index, layer in enumerate(layers, start=1):
         act = "sigmoid" if index == len(layers) else "ReLU"
         lines.append(
-            f"Linear {layer.in_features} → {layer.out_features}, {act}   "
+            f"Linear {layer.in_features} → {layer.out_features}, {act}  "
             f"{shape_text(shapes[f'decoder layer {index}'])}"
         )
-    lines.append(f"as an image   {shape_text(shapes['reconstruction'])}  →")
+    lines.append(f"as an image  {shape_text(shapes['reconstruction'])}  ↓")
+    step = 0.9 / len(lines)
     for index, line in enumerate(lines):
-        text.text(0.02, 0.85 - 0.17 * index, line, fontsize=8.5, family="monospace")
+        text.text(0.0, 0.92 - step * index, line, fontsize=8, family="monospace")
         if index:
             text.annotate(
                 "",
-                (0.1, 0.85 - 0.17 * index + 0.09),
-                (0.1, 0.85 - 0.17 * (index - 1) - 0.03),
+                (0.08, 0.92 - step * index + 0.07),
+                (0.08, 0.92 - step * (index - 1) - 0.02),
                 arrowprops={"arrowstyle": "-|>", "color": GREY},
             )
-    picture = figure.add_axes((0.81, 0.24, 0.17, 0.6))
+    picture = figure.add_axes((0.79, 0.03, 0.2, 0.33))
     picture.imshow(image[0, 0].numpy(), cmap="gray_r", vmin=0, vmax=1)
     picture.set_xticks([])
     picture.set_yticks([])
-    picture.set_title(f"drawn from capsule {label}", fontsize=9)
+    figure.text(
+        0.77,
+        0.2,
+        f"drawn from\ncapsule {label} →",
+        ha="right",
+        va="center",
+        fontsize=8.5,
+    )
     numbers = {"label": label, "reconstruction": image}
     return Diagram("decoder with mask", figure, shapes, numbers)
