@@ -158,7 +158,9 @@ class PairedCapsNet(CapsNet):
     and a decoder that draws one image per digit — from the capsule of each label in
     training (``labels`` ``[B, 2]``), of each of the two longest capsules otherwise."""
 
-    def forward(self, images: Tensor, labels: Tensor | None = None) -> PairOutput:  # type: ignore[override]
+    def forward(  # type: ignore[override]
+        self, images: Tensor, labels: Tensor | None = None
+    ) -> PairOutput:
         capsules = self.encode(images)
         lengths = torch.linalg.vector_norm(capsules, dim=-1)
         predictions = lengths.topk(2, dim=1).indices.sort(dim=1).values
