@@ -15,6 +15,8 @@ that they read the same there as in the HTML book:
 * the bibliography becomes a list;
 * a code cell the HTML collapses (tag ``hide-cell``: the exercises' solutions) is
   collapsed in Colab too, as a form cell showing its ``#@title`` line;
+* the interactive parts of the HTML book (chapter 9's explorer, chapter 5's routing
+  playground) become a note that links to them;
 * a number glued from a computed output (MyST-NB's ``{glue:text}`name:format```) becomes
   that number as text, formatted as the HTML formats it.
 
@@ -157,6 +159,17 @@ EXPLORER_NOTE = (
 )
 
 
+#: The HTML book's routing playground (chapter 5): a page element and its script.
+PLAYGROUND = re.compile(
+    r'^<div id="capsnotes-playground">.*?capsnotes-playground\.js"></script>', re.M | re.S
+)
+PLAYGROUND_NOTE = (
+    "*The routing playground of this section, where you drag the votes and watch the "
+    f"couplings settle, runs in the [HTML book]({HOSTED}/05_routing.html), in the "
+    "browser; the figure above shows where it starts.*"
+)
+
+
 def glued_values(cells: list) -> dict[str, str]:
     """The values the executed code ``cells`` glued (``myst_nb.glue``), by name, as the
     text/plain that MyST-NB pastes."""
@@ -182,6 +195,7 @@ def colab_markdown(
     """One markdown cell of ``chapter`` in plain Markdown; ``glued`` holds the values the
     chapter's outputs glued (:func:`glued_values`)."""
     text = EXPLORER.sub(EXPLORER_NOTE, text)
+    text = PLAYGROUND.sub(PLAYGROUND_NOTE, text)
     source = BOOK / f"{chapter.name}.md"
     labels = _equation_labels(source.read_text())
 
