@@ -13,6 +13,8 @@ that they read the same there as in the HTML book:
 * a figure's caption becomes a paragraph at the top of the next markdown cell,
   ``**Fig. 8.2** ...``, numbered as in the HTML;
 * the bibliography becomes a list;
+* an admonition (``{admonition}``, ``{note}``, ...) becomes a quotation under its title
+  in bold, or, where the HTML collapses it (``:class: dropdown``), a ``<details>`` box;
 * a code cell the HTML collapses (tag ``hide-cell``: the exercises' solutions) is
   collapsed in Colab too, as a form cell showing its ``#@title`` line;
 * the interactive parts of the HTML book (chapter 9's explorer, chapter 5's routing
@@ -140,6 +142,22 @@ def _included(argument: str, body: str, source: Path) -> str:
     return f"`{shown}`:\n\n```python\n" + "\n".join(lines) + "\n```"
 
 
+#: MyST's admonitions: boxes of prose, with a title (``{admonition} Title``) or not.
+ADMONITIONS = ("admonition", "note", "tip", "important", "warning")
+
+
+def _admonition(name: str, argument: str, body: str) -> str:
+    """An admonition as Markdown: a quotation under its title, or, collapsed
+    (``:class: dropdown``), a ``<details>`` box that opens on a click, as in the HTML."""
+    options = dict(re.findall(r"^:(\w+):\s*(.*)$", body, re.M))
+    text = "\n".join(line for line in body.splitlines() if not re.match(r"^:\w+:", line))
+    title = argument.strip() or name.capitalize()
+    if "dropdown" in options.get("class", ""):
+        return f"<details><summary>{title}</summary>\n\n{text.strip()}\n\n</details>"
+    quoted = "\n".join(f"> {line}".rstrip() for line in text.strip().splitlines())
+    return f"> **{title}**\n>\n{quoted}"
+
+
 def _find(tree: ast.AST, names: list[str]) -> ast.AST:
     for node in getattr(tree, "body", []):
         if getattr(node, "name", None) == names[0]:
@@ -205,6 +223,8 @@ def colab_markdown(
             return _included(argument, body, source)
         if name == "bibliography":
             return refs.listing()
+        if name in ADMONITIONS:
+            return _admonition(name, argument, body)
         raise ValueError(f"{source.name}: no Colab form for the directive {{{name}}}")
 
     def role(match: re.Match) -> str:
