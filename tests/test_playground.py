@@ -118,9 +118,7 @@ def test_the_static_figure_draws_the_default_preset():
     assert len(axes) == DEFAULT.parents + 1
     titles = [ax.get_title() for ax in axes[: DEFAULT.parents]]
     last = route_by_iteration(DEFAULT, 3)["iterations"][-1]
-    assert (
-        titles[0] == f"parent 0\n|s| = {last['s'][0].norm():.2f}, |v| = {last['v'][0].norm():.2f}"
-    )
+    assert titles[0] == f"parent 0\n|s| {last['s'][0].norm():.2f}, |v| {last['v'][0].norm():.2f}"
     lines = axes[-1].get_lines()
     assert len([line for line in lines if line.get_label().startswith("child ")]) == 6
 

@@ -264,7 +264,7 @@ def figure(preset: Preset = DEFAULT, iterations: int = DEFAULT_ITERATIONS) -> Fi
             for side in ax.spines.values():
                 side.set_visible(False)
             length_s, length_v = (float(last[k][j].norm()) for k in ("s", "v"))
-            ax.set_title(f"{name}\n|s| = {length_s:.2f}, |v| = {length_v:.2f}")
+            ax.set_title(f"{name}\n|s| {length_s:.2f}, |v| {length_v:.2f}")
         ax = panels["couplings"]
         couplings = torch.stack([step["c"] for step in routed["iterations"]])
         favourite = last["c"].argmax(dim=1)
