@@ -364,6 +364,10 @@ def accuracy_curves(runs: Mapping[str, dict[str, Any]]) -> Figure:
     ax.set_xscale("log")
     ax.set_yscale("log")
     _readable_log_ticks(ax)
+    # the images seen as 2k, 5k, 10k, ...: readable where powers of ten are not
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value / 1000:g}k"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("training images seen (after each epoch)")
     ax.set_ylabel("error rate (%)")
     ax.legend(frameon=False, fontsize=8.5)
