@@ -123,3 +123,119 @@ def test_the_capsule_explorer_decodes_like_pytorch(built_book: Path, tmp_path: P
         page.get_by_role("button", name="reset").click()
         page.screenshot(path=str(tmp_path / "explorer.png"), full_page=False)
         assert watch.problems == []
+
+
+#: What the routing playground shows now: its votes, r, and each iteration's numbers.
+PLAYGROUND_NOW = "() => capsnotesPlayground.current()"
+
+
+def _assert_routes_like_dynamic_routing(result: dict, votes: list, r: int) -> None:
+    """The page's routing of ``votes`` with ``r`` iterations (couplings, s, v and the
+    agreement of every iteration) against capsnotes.dynamic_routing in float64."""
+    import torch
+
+    from capsbook.playground import route_by_iteration
+
+    expected = route_by_iteration(votes, r)
+    assert len(result["iterations"]) == r
+    for t, (got, want) in enumerate(zip(result["iterations"], expected["iterations"]), 1):
+        assert got["added"] == (t < r), "the last pass's agreement is never added"
+        for key in ("c", "s", "v", "agreement"):
+            page = torch.tensor(got[key], dtype=torch.float64)
+            gap = (page - want[key]).abs().max().item()
+            assert gap <= 1e-9, f"{key} of iteration {t} of r = {r}: {gap:.3g} apart"
+    for key in ("c", "v"):
+        gap = (torch.tensor(result[key], dtype=torch.float64) - expected[key]).abs().max()
+        assert gap.item() <= 1e-9, key
+
+
+def test_the_routing_playground_routes_like_dynamic_routing(built_book: Path, tmp_path: Path):
+    """Chapter 5's playground, opened from disk with no network: for the three presets and
+    three random configurations, r = 1..5, its routing (the API, and what the page shows)
+    agrees with capsnotes.dynamic_routing in float64 to 1e-9; so do the votes after a real
+    drag with the mouse and after arrow keys; its tables print the numbers it routed;
+    nothing logs an error. Screenshots in light and dark mode go to tmp_path."""
+    import torch
+
+    from capsbook.playground import PRESETS
+
+    generator = torch.Generator().manual_seed(0)
+    configurations = [[[list(u) for u in child] for child in p.votes] for p in PRESETS]
+    for children, parents, scale in ((4, 2, 1.0), (8, 3, 0.5), (7, 3, 2.0)):
+        votes = torch.randn(children, parents, 2, generator=generator, dtype=torch.float64)
+        configurations.append((scale * votes).tolist())
+    page_html = (built_book / "05_routing.html").as_uri()
+    with chromium() as browser:
+        watch = PageWatch(browser)
+        page = watch.open(page_html)
+        assert page.evaluate("() => capsnotesPlayground.current().preset") == PRESETS[0].name
+        for votes in configurations:
+            for r in range(1, 6):
+                routed = page.evaluate("([u, r]) => capsnotesPlayground.route(u, r)", [votes, r])
+                _assert_routes_like_dynamic_routing(routed, votes, r)
+                page.evaluate(
+                    "([u, r]) => { capsnotesPlayground.setVotes(u);"
+                    " capsnotesPlayground.setIterations(r); }",
+                    [votes, r],
+                )
+                shown = page.evaluate(PLAYGROUND_NOW)
+                assert shown["votes"] == votes and shown["iterations"] == r
+                _assert_routes_like_dynamic_routing(shown["result"], votes, r)
+        # the table under parent 1 prints the couplings the page routed (last iteration)
+        cells = page.locator(".pg-card").nth(1).locator("tbody tr td:nth-child(2)")
+        last = shown["result"]["c"]
+        assert cells.all_inner_texts() == [f"{row[1]:.3f}" for row in last]
+
+        # a real drag: child 3's vote for parent 0 in "two clusters agree", r = 3
+        page.get_by_role("button", name="reset").click()
+        before = page.evaluate(PLAYGROUND_NOW)["votes"]
+        handle = page.locator(".pg-card").nth(0).locator(".pg-handle").nth(3)
+        box = handle.bounding_box()
+        x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+        page.mouse.move(x, y)
+        page.mouse.down()
+        page.mouse.move(x + 30, y - 20, steps=5)
+        page.mouse.move(x + 60, y - 40, steps=5)
+        page.mouse.up()
+        dragged = page.evaluate(PLAYGROUND_NOW)
+        moved = [
+            (i, j)
+            for i, child in enumerate(dragged["votes"])
+            for j, vote in enumerate(child)
+            if vote != before[i][j]
+        ]
+        assert moved == [(3, 0)], moved
+        new, old = dragged["votes"][3][0], before[3][0]
+        assert new[0] > old[0] + 0.2 and new[1] > old[1] + 0.1  # right and up, as dragged
+        _assert_routes_like_dynamic_routing(dragged["result"], dragged["votes"], 3)
+
+        # the keyboard: child 0's vote for parent 1, two steps right and one up
+        key_handle = page.locator(".pg-card").nth(1).locator(".pg-handle").nth(0)
+        key_handle.focus()
+        for key in ("ArrowRight", "ArrowRight", "ArrowUp"):
+            page.keyboard.press(key)
+        keyed = page.evaluate(PLAYGROUND_NOW)
+        start = dragged["votes"][0][1]
+        assert keyed["votes"][0][1] == pytest.approx([start[0] + 0.1, start[1] + 0.05])
+        _assert_routes_like_dynamic_routing(keyed["result"], keyed["votes"], 3)
+        summary = page.locator(".pg-summary")
+        assert summary.get_attribute("aria-live") == "polite"
+        assert "Iteration 3 of r = 3" in summary.inner_text()
+
+        # the scale control lengthens every vote the page routes
+        page.evaluate("() => capsnotesPlayground.setScale(3)")
+        scaled = page.evaluate(PLAYGROUND_NOW)
+        assert scaled["votes"][0][1] == pytest.approx([3 * v for v in keyed["votes"][0][1]])
+        _assert_routes_like_dynamic_routing(scaled["result"], scaled["votes"], 3)
+        page.get_by_role("button", name="reset").click()
+        light = tmp_path / "playground-light.png"
+        page.locator("#capsnotes-playground").screenshot(path=str(light))
+        assert watch.problems == []
+
+        dark = PageWatch(browser)
+        dark.context.add_init_script("localStorage.setItem('mode', 'dark');")
+        page = dark.open(page_html)
+        assert page.evaluate("() => document.documentElement.dataset.theme") == "dark"
+        page.locator("#capsnotes-playground").screenshot(path=str(tmp_path / "playground-dark.png"))
+        assert dark.problems == []
+    print(f"screenshots in {tmp_path}")

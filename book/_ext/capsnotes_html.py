@@ -12,6 +12,8 @@ script ``capsnotes-explorer.js`` (beside this file: in the book's ``_static`` fo
 Book would load it on every page) and ``capsnotes-explorer-data.js``, the decoder of the
 model shipped in the package (:func:`capsbook.explorer.weights_script`). The test digits
 the explorer shows are an output of chapter 9, rendered into its page like any other.
+Chapter 5's routing playground, ``capsnotes-playground.js``, goes there too; its presets
+are an output of chapter 5 (:func:`capsbook.playground.presets_html`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from capsnotes.files import atomic_write_bytes
 from capsnotes.pretrained import load_pretrained
 
 EXPLORER_SCRIPT = "capsnotes-explorer.js"
+PLAYGROUND_SCRIPT = "capsnotes-playground.js"
 
 
 def unique_scripts(app: Any, pagename: str, templatename: str, context: dict, doctree: Any) -> None:
@@ -47,7 +50,8 @@ def explorer_data(app: Any, exception: Exception | None) -> None:
     if exception is not None or app.builder.format != "html":
         return
     static = Path(app.outdir) / "_static"
-    shutil.copyfile(Path(__file__).with_name(EXPLORER_SCRIPT), static / EXPLORER_SCRIPT)
+    for script in (EXPLORER_SCRIPT, PLAYGROUND_SCRIPT):
+        shutil.copyfile(Path(__file__).with_name(script), static / script)
     model, history = load_pretrained("mnist")
     atomic_write_bytes(static / DATA_FILE, weights_script(model, history).encode("ascii"))
 
