@@ -90,20 +90,30 @@ def _weights(model: CapsNet) -> dict[str, Any]:
 
 
 def _choose_digits(
-    model: CapsNet, data: ImageSet, per_class: int, wrong: int, scanned: int = 2000
+    model: CapsNet,
+    data: ImageSet,
+    per_class: int,
+    wrong: int,
+    outputs: dict[str, Any] | None = None,
+    scanned: int = 2000,
 ) -> tuple[list[int], Tensor, Tensor]:
     """The first ``per_class`` correctly read test digits of each class and the first
     ``wrong`` misread ones (in test-set order), with the predictions [scanned] and
-    capsules [scanned, classes, dim] of the first ``scanned`` test digits."""
-    first = ImageSet(data.images[:scanned], data.labels[:scanned], data.classes)
-    scores = evaluate(model, first, return_outputs=True)
-    predictions, labels = scores["predictions"], first.labels
+    capsules [scanned, classes, dim] of the first ``scanned`` test digits (from
+    ``outputs`` where given: :func:`~capsnotes.evaluation.evaluate`'s outputs on
+    ``data``)."""
+    if outputs is None:
+        first = ImageSet(data.images[:scanned], data.labels[:scanned], data.classes)
+        outputs = evaluate(model, first, return_outputs=True)
+    predictions = outputs["predictions"][:scanned]
+    capsules = outputs["capsules"][:scanned]
+    labels = data.labels[: len(predictions)]
     found: list[int] = []
     for digit in range(model.config.num_classes):
         right = ((labels == digit) & (predictions == labels)).nonzero().flatten()
         found += right[:per_class].tolist()
     found += (predictions != labels).nonzero().flatten()[:wrong].tolist()
-    return found, predictions, scores["capsules"]
+    return found, predictions, capsules
 
 
 def _dimension_labels(
@@ -163,15 +173,24 @@ def weights_payload(
 
 
 def digits_payload(
-    model: CapsNet, data: ImageSet, *, per_class: int = 3, wrong: int = 6
+    model: CapsNet,
+    data: ImageSet,
+    *,
+    per_class: int = 3,
+    wrong: int = 6,
+    outputs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The test digits for the page, JSON-ready: the chosen digits (``digits``: index,
     label, prediction; :func:`_choose_digits`), their images (``images``: deflated uint8
     [digits, size, size], base64), all ten capsules of each (``capsules``: little-endian
     float32 [digits, classes, dim], base64; the page computes the lengths) and the
-    measured dimension labels."""
+    measured dimension labels. ``outputs``: the model's outputs on ``data`` as
+    ``evaluate(model, data, return_outputs=True)`` returns them, if already computed
+    (the predictions and capsules of its first 2,000 digits are read)."""
     model = model.cpu().eval()
-    chosen, predictions, capsules = _choose_digits(model, data, per_class, wrong)
+    chosen, predictions, capsules = _choose_digits(
+        model, data, per_class, wrong, outputs
+    )
     digits = [
         {"index": i, "label": int(data.labels[i]), "prediction": int(predictions[i])}
         for i in chosen
