@@ -25,8 +25,8 @@ from colab import References, chapters, colab_cells, glued_values, myst_left_in 
 BOOK = REPO / "book"
 CONFIG = yaml.safe_load((REPO / "_config.yml").read_text())
 TOC = yaml.safe_load((REPO / "_toc.yml").read_text())
-#: Chapters that train a model and so ask Colab for a GPU.
-TRAINING_CHAPTERS = {"08_training"}
+#: Chapters that train a model (or show how to on a GPU) and so ask Colab for a GPU.
+TRAINING_CHAPTERS = {"08_training", "14_training_on_a_gpu"}
 COMMIT = re.compile(r'^COMMIT = "([0-9a-f]{40})"', re.M)
 
 
