@@ -5,6 +5,7 @@ and (slow) a full `jupyter-book build book` from a fresh copy with warnings as e
 from __future__ import annotations
 
 import ast
+import functools
 import html
 import re
 import subprocess
@@ -137,17 +138,25 @@ def package_files_used(code: str) -> set[str]:
             imported |= {a.name for a in node.names if a.name.split(".")[0] in PACKAGES}
     if not imported:
         return set()
-    graph = grimp.build_graph(*PACKAGES)
-    modules = set(imported)
-    for module in list(modules):
-        modules |= graph.find_upstream_modules(module)
-    for module in list(modules):  # importing a.b.c runs a/__init__.py and a/b/__init__.py
+    graph = import_graph()
+    modules: set[str] = set()
+    todo = set(imported)
+    while todo:  # importing a.b.c runs a/__init__.py and a/b/__init__.py too
+        module = todo.pop()
         parts = module.split(".")
-        modules |= {".".join(parts[:k]) for k in range(1, len(parts))}
+        found = {".".join(parts[:k]) for k in range(1, len(parts) + 1)}
+        found |= graph.find_upstream_modules(module)
+        todo |= found - modules - {module}
+        modules |= found
     files = {module_file(m) for m in modules}
     if "capsnotes.pretrained" in modules:
         files.add("capsnotes/weights")
     return files
+
+
+@functools.cache
+def import_graph() -> grimp.ImportGraph:
+    return grimp.build_graph(*PACKAGES)
 
 
 #: The packages a chapter runs, and where their files are.

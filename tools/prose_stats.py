@@ -63,7 +63,8 @@ def prose_paragraphs(text: str) -> list[str]:
             continue
         if in_math:
             continue
-        if stripped.startswith(("#", "<", "|", "(", "+++")) and not stripped.startswith("(["):
+        label = re.fullmatch(r"\([\w-]+\)=", stripped)  # a MyST target, (name)=
+        if label or stripped.startswith(("#", "<", "|", "+++")):
             kept.append("")
             continue
         kept.append(line)
