@@ -5,7 +5,7 @@
 Each argument is a folder written by ``python -m capsnotes train``. The record
 (``benchmarks/results/NAME.json``, written by ``benchmarks.compare`` on the same device)
 gains ``training_runs`` (per run: seed, command, final test accuracy, wall time, epochs)
-and the summary the Performance chapter reads: ``test_accuracy`` (the mean over the
+and the summary the speed chapters read: ``test_accuracy`` (the mean over the
 runs), ``test_accuracy_min``/``_max``/``_std`` and ``wall_seconds`` (the slowest run).
 """
 

@@ -372,6 +372,21 @@ def test_glued_numbers_become_text_for_colab():
         colab_cells([new_markdown_cell(text)], chapter, book, References(), {})
 
 
+def test_admonitions_become_quotes_and_collapsed_boxes_for_colab():
+    from nbformat.v4 import new_markdown_cell
+
+    book = chapters()
+    text = (
+        "```{admonition} How this was measured\n:class: dropdown\n\nRead from "
+        "{cite:p}`sabour2017`.\n```\n\n```{note}\nTwo lines\nof a note.\n```"
+    )
+    (cell,) = colab_cells([new_markdown_cell(text)], book["02_squash"], book, References())
+    assert cell.source.startswith("<details><summary>How this was measured</summary>")
+    assert "Read from (" in cell.source and "</details>" in cell.source
+    assert "> **Note**\n>\n> Two lines\n> of a note." in cell.source
+    assert myst_left_in(cell.source) == []
+
+
 def test_glue_keeps_nothing_where_myst_nb_is_missing(monkeypatch):
     from capsbook.display import glue
 

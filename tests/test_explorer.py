@@ -75,3 +75,13 @@ def test_the_data_file_and_the_page_output_each_assign_plain_json(made):
     assert page.startswith(prefix) and page.endswith(";</script>")
     assert json.loads(page[len(prefix) : -len(";</script>")]) == output.payload
     assert repr(output) == f"explorer data: {len(output.payload['digits'])} test digits"
+
+
+def test_the_digits_can_reuse_the_outputs_already_computed(made):
+    """Chapter 9 hands over the outputs of its own evaluation: the same payload."""
+    from capsnotes.evaluation import evaluate
+
+    model, data, _ = made
+    outputs = evaluate(model, data, return_outputs=True)
+    again = digits_html(model, data, per_class=1, wrong=2, outputs=outputs).payload
+    assert again == digits_html(model, data, per_class=1, wrong=2).payload

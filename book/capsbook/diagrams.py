@@ -632,13 +632,15 @@ def routing_of_one_child(
             )
         ax.plot(0, middle, "o", color=BLUE, markersize=10, zorder=2)
         ax.text(1.0, parents - 0.4, "$c_{ij}$", fontsize=8.5, color=GREY)
-        ax.text(2.45, parents - 0.4, "agreement", fontsize=8, color=GREY, ha="right")
+        last = t + 1 == len(mine)
+        heading = "agreement (not added)" if last else "agreement"
+        ax.text(2.45, parents - 0.4, heading, fontsize=8, color=GREY, ha="right")
         ax.set_title(f"iteration {t + 1}", fontsize=9)
     figure.suptitle(
         f"child {child} (capsule type {kind}, row {row}, column {column} of the "
         f"{grid}×{grid} grid). Line width: its coupling $c_{{ij}}$ to parent $j$;\n"
         "dot size: $\\|v_j\\|$; agreement: $\\hat{u}_{j|i}\\cdot v_j$, added to "
-        "$b_{ij}$ after the iteration",
+        "$b_{ij}$ after every iteration but the last",
         fontsize=8.5,
         y=1.0,
     )

@@ -237,8 +237,8 @@ def length_bars(
     fig, axes = new_figure(
         ncols,
         2 * rows,
-        1.65 * ncols,
-        2.9 * rows,
+        1.6 * ncols,
+        2.8 * rows,
         {"axes.grid": False},
         squeeze=False,
         gridspec_kw={"height_ratios": [1, 1.1] * rows},
@@ -417,7 +417,7 @@ def routing_summary(stats: Any) -> Figure:
     """Two panels from a :class:`capsnotes.analysis.RoutingStatistics`: the test errors
     with ``r`` routing iterations at inference, and how far the mean entropy of the
     coupling coefficients of each iteration lies below that of a uniform split."""
-    fig, (left, right) = new_figure(ncols=2, width=8.0, height=3.0)
+    fig, (left, right) = new_figure(ncols=2, width=6.5, height=2.8)
     iterations = list(stats.accuracy)
     errors = [round((1 - stats.accuracy[r]) * stats.count) for r in iterations]
     left.bar([str(r) for r in iterations], errors, color=COLORS[0], width=0.6)
