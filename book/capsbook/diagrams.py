@@ -438,15 +438,21 @@ def reshaped_grouping(model: CapsNet, channels: int = 2) -> Diagram:
         "primary convolution": (1, types * dim, rows, cols),
         "primary capsules": (1, types * rows * cols, dim),
     }
-    figure, ax = _figure(WIDTH, 2.75)
+    straddling = [  # reshaped capsules with numbers from two channels
+        n
+        for n in range(channels * rows * cols // dim)
+        if n * dim // (rows * cols) != ((n + 1) * dim - 1) // (rows * cols)
+    ]
+    # one capsule of each grouping is coloured, the others grey: where its numbers lie
+    marked = straddling[0] if straddling else 0
+    figure, ax = _figure(WIDTH, 2.45)
     cell = min(0.2, 2.6 / (channels * cols + channels - 1))
-    palette = [BLUE, ORANGE, GREEN, "#CC79A7", "#E69F00", "#56B4E9"]
-    top = 2.15
+    top = 1.85
     panels = (
-        (0.15, wrong, "reshaped straight to " + shape_text(shapes["primary capsules"])),
-        (3.35, right, "capsnotes (the paper's grouping)"),
+        (0.15, wrong, "reshaped straight to " + shape_text(shapes["primary capsules"]), marked),
+        (3.35, right, f"capsnotes: {dim} channels at one position", 0),
     )
-    for left, place, title in panels:
+    for left, place, title, shown in panels:
         ax.text(left, top + 0.4, title, fontsize=9)
         for channel in range(channels):
             x0 = left + channel * (cols + 1) * cell
@@ -461,10 +467,10 @@ def reshaped_grouping(model: CapsNet, channels: int = 2) -> Diagram:
                             cell,
                             cell,
                             boxstyle="square,pad=0",
-                            facecolor=palette[capsule % len(palette)],
+                            facecolor=ORANGE if capsule == shown else "#d9d9d9",
                             edgecolor="white",
                             lw=0.8,
-                            alpha=0.35,
+                            alpha=0.55 if capsule == shown else 0.45,
                         )
                     )
                     ax.text(
@@ -475,19 +481,14 @@ def reshaped_grouping(model: CapsNet, channels: int = 2) -> Diagram:
                         va="center",
                         fontsize=8,
                     )
-    straddling = [  # reshaped capsules with numbers from two channels
-        n
-        for n in range(channels * rows * cols // dim)
-        if n * dim // (rows * cols) != ((n + 1) * dim - 1) // (rows * cols)
-    ]
-    two = f" (capsule {straddling[0]}: of two)" if straddling else ""
+    two = f" (capsule {marked}, orange: of two)" if straddling else ""
     ax.text(
         0.15,
         top - rows * cell - 0.2,
         "Each cell is one number of the convolution's output, labelled with the "
         "capsule it joins.\n"
         f"Reshaped, a capsule is {dim} neighbouring positions of one channel{two}.\n"
-        f"In the paper's grouping, it is one position of {dim} channels (capsule 0: "
+        f"In capsnotes, it is one position of {dim} channels (capsule 0, orange: "
         f"channels 0–{dim - 1}).",
         fontsize=8.5,
         va="top",
@@ -633,9 +634,9 @@ def routing_of_one_child(
         ax.plot(0, middle, "o", color=BLUE, markersize=10, zorder=2)
         ax.text(1.0, parents - 0.4, "$c_{ij}$", fontsize=8.5, color=GREY)
         last = t + 1 == len(mine)
-        heading = "agreement (not added)" if last else "agreement"
-        ax.text(2.45, parents - 0.4, heading, fontsize=8, color=GREY, ha="right")
-        ax.set_title(f"iteration {t + 1}", fontsize=9)
+        heading = "agreement\n(not added)" if last else "agreement"
+        ax.text(2.45, parents - 0.4, heading, fontsize=8, color=GREY, ha="right", va="bottom")
+        ax.set_title(f"iteration {t + 1}", fontsize=9, pad=16)
     figure.suptitle(
         f"child {child} (capsule type {kind}, row {row}, column {column} of the "
         f"{grid}×{grid} grid). Line width: its coupling $c_{{ij}}$ to parent $j$;\n"

@@ -238,7 +238,8 @@ def figure(preset: Preset = DEFAULT, iterations: int = DEFAULT_ITERATIONS) -> Fi
     last = routed["iterations"][-1]
     u_hat = votes_tensor(preset)[0]
     parents, children = preset.parents, preset.children
-    extent = 1.1 * max(1.0, float(u_hat.norm(dim=-1).max()))
+    longest = max(float(u_hat.norm(dim=-1).max()), float(last["s"].norm(dim=-1).max()))
+    extent = 1.1 * max(1.0, longest)  # every vote and every s_j inside the panel
     names = [f"parent {j}" for j in range(parents)]
     with plt.rc_context({**STYLE, "axes.grid": False, "font.size": 8}):
         fig = Figure(figsize=(6.5, 4.3), layout="constrained")
