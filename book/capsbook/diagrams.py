@@ -449,7 +449,12 @@ def reshaped_grouping(model: CapsNet, channels: int = 2) -> Diagram:
     cell = min(0.2, 2.6 / (channels * cols + channels - 1))
     top = 1.85
     panels = (
-        (0.15, wrong, "reshaped straight to " + shape_text(shapes["primary capsules"]), marked),
+        (
+            0.15,
+            wrong,
+            "reshaped straight to " + shape_text(shapes["primary capsules"]),
+            marked,
+        ),
         (3.35, right, f"capsnotes: {dim} channels at one position", 0),
     )
     for left, place, title, shown in panels:
@@ -635,7 +640,15 @@ def routing_of_one_child(
         ax.text(1.0, parents - 0.4, "$c_{ij}$", fontsize=8.5, color=GREY)
         last = t + 1 == len(mine)
         heading = "agreement\n(not added)" if last else "agreement"
-        ax.text(2.45, parents - 0.4, heading, fontsize=8, color=GREY, ha="right", va="bottom")
+        ax.text(
+            2.45,
+            parents - 0.4,
+            heading,
+            fontsize=8,
+            color=GREY,
+            ha="right",
+            va="bottom",
+        )
         ax.set_title(f"iteration {t + 1}", fontsize=9, pad=16)
     figure.suptitle(
         f"child {child} (capsule type {kind}, row {row}, column {column} of the "
