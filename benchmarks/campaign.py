@@ -123,7 +123,8 @@ CPU = Budget(
         "with r = 1, the CPU baseline CNN at 2,968: 15 epochs over all 60,000 digits, "
         "about 70 minutes for all 15 runs. MultiMNIST's 36x36 pairs need the width: with "
         "128 channels and 16 types (0.86 GFLOP) they train at 454 pairs/s, so 25 epochs "
-        "of 60,000 fresh pairs take about an hour. Everything else is the paper's protocol (benchmarks/results/cpu-amd-zen5-2core-widths.json)"
+        "of 60,000 fresh pairs take about an hour. Everything else is the paper's "
+        "protocol (benchmarks/results/cpu-amd-zen5-2core-widths.json)"
     ),
     capsnet={"conv_channels": 64, "primary_channels": 8},
     table1_cnn_profile="cnn",
