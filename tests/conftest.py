@@ -22,16 +22,6 @@ TINY = CapsNetConfig(
 )
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The cells of a notebook run in order in one kernel, so each notebook is one group
-    for pytest-xdist (``--dist loadgroup``); every other test is scheduled on its own.
-    xdist hands out the largest groups first: the notebooks, which take longest."""
-    for item in items:
-        path = item.nodeid.split("::")[0]
-        if path.endswith(".ipynb"):
-            item.add_marker(pytest.mark.xdist_group(path))
-
-
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # pytest runs on two workers (pyproject.toml's addopts), each given one thread, and so
     # are the notebook kernels and command lines they start: two processes of two threads
