@@ -108,7 +108,7 @@ def breakdown(device: torch.device, batch_size: int, repeats: int, root=None) ->
     # where the optimizer starts; only the CUDA graph is left out, since its replay
     # cannot be divided.
     sample = next(data.batches(batch_size)) if device.type == "cpu" else None
-    run = build_run(config, device, sample=sample, graphed=False)
+    run = build_run(config, device, sample=sample, cuda_graph=False)
     trainer_step = run.step
     timeline = Timeline(device)
     instrument(run.model, timeline)

@@ -27,7 +27,8 @@ reasons are in :data:`SCALES`). ``--smoke`` runs the chosen scale's stages on ti
 subsets with tiny models, in a minute or two on any machine (the tests run it).
 
 The campaign orders runs and writes records; every run is trained by
-:func:`capsnotes.train.train`.
+:func:`capsnotes.train.train`, which computes as :func:`capsnotes.train.plan_for` decides
+for the device (each run's history, and each record, say how).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ from capsnotes.fast.precision import device_name, resolve_device
 from capsnotes.files import write_json
 from capsnotes.multimnist import CANVAS, MAX_SHIFT
 from capsnotes.pretrained import load_pretrained
-from capsnotes.train import train
+from capsnotes.train import plan_for, train
 from tools.ship_pretrained import save_pretrained
 
 STAGES = ("table1", "paper", "multimnist", "affine40", "fashion", "speed")
@@ -211,6 +212,8 @@ class Campaign:
             "scale": self.budget.name,
             "scale_reason": self.budget.reason,
             "device": device_name(self.device),
+            # how the paper's model trains on this device (each run records its own)
+            "plan": plan_for(profile("paper"), self.device).to_dict(),
             "cpu": cpu_details(),
             "command": self.command,
             "torch": torch.__version__,

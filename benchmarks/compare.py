@@ -12,48 +12,54 @@ Adam. Rounds alternate between them, and the median of the rounds is reported:
               image), float32, eager, NCHW convolutions, einsum routing.
 * capsnotes — the run the trainer builds (capsnotes.train.build_run) on whole-tensor
               batches (capsnotes.data): fused routing and fused Adam; on a CPU the
-              convolutions chosen by timing them; on CUDA bf16 autocast and a CUDA
-              graph of the step.
+              convolutions and precision chosen by timing them; on CUDA the card's
+              16-bit format and, outside float16, a CUDA graph of the step.
 
 Further rows (skip them with --no-ablation) are the plain reference model and the fast
 paths one at a time: on a CPU added one after another, on a GPU each left out of the
 trainer's path in turn (and two techniques it does not use, channels-last memory and
 cuDNN autotuning, added to it), then larger batches (--larger-batches). --compile adds
 torch.compile'd rows, without and with the CUDA graph, and records the compilation time.
+Every row is the trainer's plan (capsnotes.fast.plan) with named choices replaced; a row
+whose plan cannot run (a CUDA graph of a float16 step, for one) is refused with the
+reason, and a row that fails is left out with its error, while the others are timed.
 Every row runs in the same process, so every row has the same allocator settings (the
 record keeps the GLIBC_TUNABLES the process was started with). The command then
-measures the device's
-matrix-multiply rate, reports the achieved arithmetic rate against it, and breaks a
-capsnotes step down by part (benchmarks/breakdown.py).
+measures the device's matrix-multiply rate, reports the achieved arithmetic rate
+against it, and breaks a capsnotes step down by part (benchmarks/breakdown.py).
 
 --train PROFILE then runs ``capsnotes.train.train`` with that profile in the same
 process, and --record NAME writes benchmarks/results/NAME.json with the device, torch
-version, date, command, throughputs, speedup, and the run's test accuracy and wall time.
+version, date, command, the trainer's plan, throughputs, speedup, and the run's test
+accuracy and wall time (``training_runs``, as ``benchmarks.runs`` writes them).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from benchmarks.baseline import BaselineCapsNet, baseline_loss
 from benchmarks.breakdown import allocator_setting, breakdown, flops_per_image, print_breakdown
+from benchmarks.runs import run_summary
 from capsnotes.config import TrainConfig, profile
 from capsnotes.data import data_root, load_dataset
-from capsnotes.fast.graphs import GraphedStep
+from capsnotes.fast.plan import Plan
 from capsnotes.fast.precision import device_name, resolve_device
-from capsnotes.step import TrainingStep
-from capsnotes.train import build_run, train
+from capsnotes.train import build_run, plan_for, train
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -116,86 +122,100 @@ def baseline_stepper(device: torch.device, batch_size: int, root: Path) -> Calla
     return run
 
 
+@dataclass(frozen=True)
+class Row:
+    """A row of the comparison: the trainer's run (its plan, :func:`capsnotes.train.plan_for`)
+    with some of the plan's choices replaced by name (``choices``), or the reference code,
+    at a batch size; and two techniques the trainer does not use, added."""
+
+    batch_size: int
+    choices: dict[str, Any] = field(default_factory=dict)
+    reference: bool = False
+    channels_last: bool = False
+    cudnn_autotune: bool = False
+
+
+#: The 16-bit formats by the names the rows use.
+FORMATS = {"bfloat16": "bf16 autocast", "float16": "float16 autocast"}
+
+
+def ablation_rows(
+    trainer: Plan, batch_size: int, larger_batches: Iterable[int] = (), compiled: bool = False
+) -> dict[str, Row]:
+    """The rows beside the trainer's own for a device whose trainer runs ``trainer``: on a
+    CPU the techniques added one after another; on a GPU each technique the trainer uses
+    left out in turn, two it does not use added, larger batches, and with ``compiled``
+    ``torch.compile`` without and with the graph. A row whose plan cannot run is refused
+    when it is built (:meth:`capsnotes.fast.plan.Plan.check`)."""
+    size = batch_size
+    if trainer.device_type != "cuda":
+        native, matmul = {"convolution": "native"}, {"convolution": "matmul"}
+        float32, bf16 = {"precision": "float32"}, {"precision": "bfloat16"}
+        return {
+            "capsnotes, reference code only": Row(size, reference=True),
+            "  + fused routing backward": Row(size, native | float32 | {"fused_adam": False}),
+            "  + fused Adam": Row(size, native | float32),
+            "  + convolutions as matmul": Row(size, matmul | float32),
+            "  + bf16 autocast": Row(size, native | bf16),
+            "  + bf16 autocast, convolutions as matmul": Row(size, matmul | bf16),
+            "capsnotes, float32 only": Row(size, float32),
+        }
+    rows = {"capsnotes, reference code only": Row(size, reference=True)}
+    if trainer.precision != "float32":
+        rows[f"  without {FORMATS[trainer.precision]}"] = Row(size, {"precision": "float32"})
+    if trainer.routing == "fused":
+        rows["  without fused routing backward"] = Row(size, {"routing": "reference"})
+    if trainer.fused_adam:
+        rows["  without fused Adam"] = Row(size, {"fused_adam": False})
+    if trainer.cuda_graph:
+        rows["  without CUDA graph"] = Row(size, {"cuda_graph": False})
+    rows["  with channels-last"] = Row(size, channels_last=True)
+    rows["  with cuDNN autotuning"] = Row(size, cudnn_autotune=True)
+    for larger in larger_batches:
+        rows[f"capsnotes, batch {larger}"] = Row(larger)
+    if compiled:  # the reference routing, which the compiler fuses itself
+        compile_ = {"compile": True, "routing": "reference"}
+        rows["capsnotes, torch.compile, no graph"] = Row(size, compile_ | {"cuda_graph": False})
+        rows["capsnotes, torch.compile + graph"] = Row(size, compile_ | {"cuda_graph": True})
+    return rows
+
+
 def capsnotes_stepper(
-    device: torch.device,
-    batch_size: int,
-    root: Path,
-    *,
-    mixed_precision: bool = True,
-    channels_last: bool = False,
-    fast_routing: bool = True,
-    convolutions: str = "trainer",
-    precision: str = "trainer",
-    fused_adam: bool = True,
-    cudnn_autotune: bool = False,
-    graphed: bool = True,
-    compiled: bool = False,
-    notes: dict | None = None,
+    device: torch.device, root: Path, row: Row, notes: dict | None = None
 ) -> Callable[[int], None]:
-    """capsnotes as its trainer runs it on this device: the run of
-    :func:`capsnotes.train.build_run`, one training step at a time. The keywords switch one
-    technique on or off for the ablation rows (those named for CUDA do nothing on a CPU):
-    bf16 autocast, the fused routing backward, on a CPU ``convolutions`` ``"native"`` or
-    ``"matmul"`` and ``precision`` ``"float32"`` or ``"bfloat16"`` instead of the
-    trainer's timed choice (``"trainer"``; with ``convolutions`` given and ``precision``
-    not, float32), fused Adam and the
-    CUDA graph, which the trainer uses; channels-last parameters and cuDNN's autotuning,
-    which it does not. ``compiled`` runs the model through ``torch.compile`` (with the
-    reference routing, which the compiler fuses itself). The trainer's choice of
-    convolutions, the timings it made it by, and the compilation time go into ``notes``."""
+    """The run :func:`capsnotes.train.build_run` builds for ``row`` on this device, one
+    training step at a time (on a CPU the plan's timed choices are made on a real batch).
+    Raises a ``ValueError`` for a row whose plan cannot run. What the run computed with
+    (its plan, on a CPU the timings that decided it) and the compilation time go into
+    ``notes``."""
     on_gpu = device.type == "cuda"
     data = load_dataset("mnist", train=True, root=root, download=False).to(device)
-    config = TrainConfig(batch_size=batch_size, mixed_precision=mixed_precision)
-    implementation = {"routing": "fused" if fast_routing and not compiled else "reference"}
-    if not on_gpu and convolutions != "trainer":
-        implementation["convolution"] = convolutions
-    if not on_gpu and precision != "trainer":
-        implementation["precision"] = precision
-    sample = next(data.batches(batch_size)) if not on_gpu and convolutions == "trainer" else None
-    graphed = graphed and on_gpu
-    run = build_run(
-        config,
-        device,
-        sample=sample,
-        implementation=implementation,
-        fused_adam=fused_adam,
-        graphed=graphed and not compiled,
-    )
-    if notes is not None and not on_gpu:
-        notes["convolution"] = run.details["convolution"]
-        notes["precision"] = run.details["precision"]
-        for key in ("step_seconds", "matmul_gflops"):
-            if key in run.details:
-                notes[key] = run.details[key]
-    if on_gpu and channels_last:
+    config = TrainConfig(batch_size=row.batch_size)
+    sample = next(data.batches(row.batch_size)) if not on_gpu else None
+    run = build_run(config, device, fast=not row.reference, sample=sample, **row.choices)
+    if notes is not None:
+        notes["plan"] = {k: v for k, v in run.details.items() if k != "step_seconds"}
+        if not on_gpu:  # the CPU's choice, and the timings that made it
+            for key in ("convolution", "precision", "step_seconds", "matmul_gflops"):
+                if key in run.details:
+                    notes[key] = run.details[key]
+    if row.channels_last:
         run.model.to(memory_format=torch.channels_last)
-    step = run.step
-    if compiled:  # the same step, with the compiled model in it
-        step = TrainingStep(
-            torch.compile(run.model),
-            run.optimizer,
-            config.objective,
-            run.step.precision,
-            run.step.scaler,
-            run.average,
-        )
-        if graphed:
-            step = GraphedStep(step)
     generator = torch.Generator(device=device).manual_seed(0)
 
     def epoch() -> Iterator:  # whole batches only: a graph replays one batch size
-        shuffled = data.batches(batch_size, shuffle=True, max_shift=2, generator=generator)
-        return (batch for batch in shuffled if len(batch[0]) == batch_size)
+        shuffled = data.batches(row.batch_size, shuffle=True, max_shift=2, generator=generator)
+        return (batch for batch in shuffled if len(batch[0]) == row.batch_size)
 
     stream = endless(epoch)
 
     def run_steps(steps: int) -> None:
         started = time.perf_counter()
-        with cudnn_autotuning(on_gpu and cudnn_autotune):
+        with cudnn_autotuning(row.cudnn_autotune):
             for _ in range(steps):
-                step(next(stream))
+                run.step(next(stream))
             synchronize(device)
-        if compiled and notes is not None and "compile_seconds" not in notes:
+        if run.plan.compile and notes is not None and "compile_seconds" not in notes:
             notes["compile_seconds"] = time.perf_counter() - started  # the first call compiles
 
     return run_steps
@@ -221,70 +241,39 @@ def compare(
     larger_batches: Iterable[int] = (),
     compiled: bool = False,
 ) -> dict:
-    trainer_notes: dict = {}
-    contenders: dict[str, tuple[int, Callable[[int], None]]] = {
-        "baseline": (batch_size, baseline_stepper(device, batch_size, root)),
-        "capsnotes": (
-            batch_size,
-            capsnotes_stepper(device, batch_size, root, notes=trainer_notes),
-        ),
+    """Time the baseline, the trainer's run and (with ``ablation``) the rows of
+    :func:`ablation_rows` in alternating rounds; a row other than the first two that
+    cannot be built or run is left out, with the reason, and the rest go on."""
+    trainer = plan_for(TrainConfig(batch_size=batch_size), device)
+    rows_to_run = {"capsnotes": Row(batch_size)}
+    if ablation:
+        rows_to_run |= ablation_rows(trainer, batch_size, larger_batches, compiled)
+    elif compiled:
+        compile_rows = ablation_rows(trainer, batch_size, (), compiled=True)
+        rows_to_run |= {k: v for k, v in compile_rows.items() if "torch.compile" in k}
+    notes: dict[str, dict] = {name: {} for name in rows_to_run}
+    builders: dict[str, tuple[int, Callable[[], Callable[[int], None]]]] = {
+        "baseline": (batch_size, lambda: baseline_stepper(device, batch_size, root)),
     }
-    notes: dict[str, dict] = {"capsnotes": trainer_notes}
-
-    def add(name: str, size: int = batch_size, **switches: object) -> None:
-        notes[name] = {}
-        contenders[name] = (
-            size,
-            capsnotes_stepper(device, size, root, notes=notes[name], **switches),
+    for name, row in rows_to_run.items():
+        builders[name] = (
+            row.batch_size,
+            functools.partial(capsnotes_stepper, device, root, row, notes[name]),
         )
-
-    if ablation and device.type == "cuda":
-        # The trainer's path with one technique left out at a time, and with none; then
-        # with each of two that it does not use added.
-        techniques = {
-            "bf16 autocast": "mixed_precision",
-            "fused routing backward": "fast_routing",
-            "fused Adam": "fused_adam",
-            "CUDA graph": "graphed",
-        }
-        add("capsnotes, reference code only", **dict.fromkeys(techniques.values(), False))
-        for label, switch in techniques.items():
-            add(f"  without {label}", **{switch: False})
-        add("  with channels-last", channels_last=True)
-        add("  with cuDNN autotuning", cudnn_autotune=True)
-        for size in larger_batches:
-            add(f"capsnotes, batch {size}", size)
-    elif ablation:
-        add(
-            "capsnotes, reference code only",
-            fast_routing=False,
-            convolutions="native",
-            fused_adam=False,
-        )
-        add("  + fused routing backward", convolutions="native", fused_adam=False)
-        add("  + fused Adam", convolutions="native")
-        add("  + convolutions as matmul", convolutions="matmul")
-        add("  + bf16 autocast", convolutions="native", precision="bfloat16")
-        add(
-            "  + bf16 autocast, convolutions as matmul",
-            convolutions="matmul",
-            precision="bfloat16",
-        )
-        add("capsnotes, float32 only", mixed_precision=False)
-    if compiled and device.type == "cuda":
-        add("capsnotes, torch.compile, no graph", compiled=True, graphed=False)
-        add("capsnotes, torch.compile + graph", compiled=True)
+    contenders: dict[str, tuple[int, Callable[[int], None]]] = {}
     failed: dict[str, dict] = {}
-    for name, (size, run) in list(contenders.items()):
-        try:
-            run(warmup)
+    for name, (size, build) in builders.items():
+        try:  # building a row is part of what may fail
+            contenders[name] = (size, build())
+            contenders[name][1](warmup)
         except Exception as error:  # an optional technique that does not work here
             if name in ("baseline", "capsnotes"):
                 raise
-            message = f"{type(error).__name__}: {error}"[:500]
-            failed[name] = {"batch_size": size, "error": message}
-            del contenders[name]
-            print(f"{name.strip()}: failed, left out ({message[:200]})")
+            contenders.pop(name, None)
+            refused = isinstance(error, ValueError)
+            message = (str(error) if refused else f"{type(error).__name__}: {error}")[:500]
+            failed[name] = {"batch_size": size, "refused" if refused else "error": message}
+            print(f"{name.strip()}: {'refused' if refused else 'failed'}, left out ({message})")
     seconds: dict[str, list[float]] = {name: [] for name in contenders}
     names = list(contenders)
     for round_ in range(rounds):
@@ -301,7 +290,7 @@ def compare(
             "images_per_second": size / per_step,
             "seconds_per_epoch": 60_000 * per_step / size,
             "round_seconds": times,
-        } | notes.get(name, {})  # on a CPU: which convolutions, and why; compile time
+        } | notes.get(name, {})  # the row's plan; on a CPU its timings; compile time
     rows |= failed
     return rows
 
@@ -360,8 +349,9 @@ def print_table(rows: dict, device: str) -> None:
         f"{'s/epoch':>8s} {'ratio':>6s}"
     )
     for name, row in rows.items():
-        if "error" in row:
-            print(f"{name:32s} failed: {row['error'][:60]}")
+        if "error" in row or "refused" in row:
+            why = row.get("error") or row["refused"]
+            print(f"{name:32s} {'failed' if 'error' in row else 'refused'}: {why[:60]}")
             continue
         print(
             f"{name:32s} {device[:28]:28s} {row['batch_size']:5d} "
@@ -452,6 +442,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": "python -m benchmarks.compare "
         + " ".join(sys.argv[1:] if argv is None else argv),
         "allocator": allocator_setting(),
+        "plan": plan_for(TrainConfig(batch_size=batch_size), device).to_dict(),
         "batch_size": batch_size,
         "steps_per_round": steps,
         "rounds": args.rounds,
@@ -477,12 +468,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.train:
         with tempfile.TemporaryDirectory() as out:
             result = train(profile(args.train), out, device=device, data_root=root, progress=False)
+            summary = run_summary(Path(out)) | {"folder": None}
         history = result.history
         record.update(
             profile=args.train,
             test_accuracy=history["test_accuracy"],
             wall_seconds=history["wall_seconds"],
             train_config=history["train_config"],
+            training_runs=[summary],  # as benchmarks.runs writes them
             epochs=[
                 {k: v for k, v in e.items() if not k.startswith("step_")} for e in history["epochs"]
             ],

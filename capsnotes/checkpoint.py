@@ -1,8 +1,9 @@
 """Checkpoints as safetensors files, written atomically: the model's tensors
 (``model.<name>``), the moving average's (``average.<name>``), Adam's per-parameter
 state (``optimizer.<index>.<name>``), and, as JSON in the file's metadata, everything
-else: the configuration, the history so far, the optimizer's and the scheduler's plain
-numbers, and a SHA-256 of the tensors, checked when the file is read."""
+else: the configuration, the history so far, the plain numbers of the optimizer, the
+scheduler and float16's loss scaler, and a SHA-256 of the tensors, checked when the file
+is read."""
 
 from __future__ import annotations
 
@@ -42,6 +43,8 @@ class Checkpoint:
     average_state: dict[str, Tensor] | None = None
     optimizer_state: dict[str, Any] | None = None
     scheduler_state: dict[str, Any] | None = None
+    #: ``torch.amp.GradScaler.state_dict()`` of a float16 run (None: no scaler)
+    scaler_state: dict[str, Any] | None = None
 
     @property
     def result_state(self) -> dict[str, Tensor]:
@@ -56,6 +59,7 @@ def save_checkpoint(
     optimizer_state: dict[str, Any] | None = None,
     scheduler_state: dict[str, Any] | None = None,
     average_state: dict[str, Tensor] | None = None,
+    scaler_state: dict[str, Any] | None = None,
 ) -> Path:
     tensors = {f"model.{k}": v for k, v in model_state.items()}
     tensors |= {f"average.{k}": v for k, v in (average_state or {}).items()}
@@ -75,6 +79,7 @@ def save_checkpoint(
         "metadata": json.dumps(metadata),
         "optimizer": json.dumps(optimizer),
         "scheduler": json.dumps(scheduler_state),
+        "scaler": json.dumps(scaler_state),
         "sha256": _digest(tensors),
     }
     atomic_write_bytes(path, safetensors_save(tensors, metadata=header))
@@ -99,6 +104,7 @@ def load_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
         metadata, optimizer, scheduler = (
             json.loads(header[k]) for k in ("metadata", "optimizer", "scheduler")
         )
+        scaler = json.loads(header.get("scaler", "null"))  # absent before float16 runs
     except (
         SafetensorError,
         ValueError,
@@ -136,6 +142,7 @@ def load_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
         parts["average"] or None,
         optimizer_state,
         scheduler,
+        scaler,
     )
 
 
@@ -152,3 +159,35 @@ def load_model_state(
             f"{source} does not fit a {type(model).__name__} built from its "
             f"configuration: {detail}"
         ) from None
+
+
+#: The settings of Adam's parameter groups that say how it computes, not what it has
+#: learned: the optimizer a run builds decides them, not the checkpoint.
+IMPLEMENTATION_FLAGS = ("fused", "capturable", "foreach", "differentiable")
+
+
+def load_optimizer_state(
+    optimizer: torch.optim.Optimizer, state: dict[str, Any]
+) -> None:
+    """``optimizer.load_state_dict(state)``, keeping how ``optimizer`` was built.
+
+    torch replaces every parameter group's settings with the saved ones, ``fused`` and
+    ``capturable`` included: a run saved on a CPU, in float16 or with the reference code
+    and resumed on a GPU that graphs its step would step with a non-capturable Adam (the
+    recording fails), or silently without the fused kernel. The built flags are put
+    back, and Adam's step counts moved to where they then belong (beside the parameters
+    for a fused or capturable Adam, else on the CPU).
+    """
+    built = [
+        {key: group[key] for key in IMPLEMENTATION_FLAGS if key in group}
+        for group in optimizer.param_groups
+    ]
+    optimizer.load_state_dict(state)
+    for group, flags in zip(optimizer.param_groups, built):
+        group.update(flags)
+        on_device = bool(group.get("fused") or group.get("capturable"))
+        for parameter in group["params"]:
+            saved = optimizer.state.get(parameter, {})
+            if torch.is_tensor(saved.get("step")):
+                where = parameter.device if on_device else torch.device("cpu")
+                saved["step"] = saved["step"].to(where)

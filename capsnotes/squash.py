@@ -22,8 +22,8 @@ def squash(
         v = \frac{\lVert s\rVert^2}{1 + \lVert s\rVert^2}\,\frac{s}{\lVert s\rVert}
 
     ``‖s‖`` is computed as ``sqrt(‖s‖² + eps)``, so that ``squash(0) = 0`` with gradient
-    0 instead of 0/0. The result has the shape, dtype and device of ``s``, points along
-    ``s``, and is shorter than 1.
+    0 instead of 0/0 (in float16, with ``eps`` at least 6.1e-5). The result has the
+    shape, dtype and device of ``s``, points along ``s``, and is shorter than 1.
     """
     if not (torch.is_tensor(s) and s.is_floating_point()):
         raise TypeError(
@@ -32,6 +32,9 @@ def squash(
     if not eps > 0:
         raise ValueError(f"eps must be positive, got {eps}")
     squared_length = s.pow(2).sum(dim=dim, keepdim=True)  # ‖s‖²
+    # eps keeps ‖s‖ from 0; float16 rounds 1e-8 to 0, so there it is float16's smallest
+    # normal number, 6.1e-5
+    eps = max(eps, torch.finfo(squared_length.dtype).tiny)
     # ‖s‖²/(1+‖s‖²) shrinks the length into [0, 1); dividing by ‖s‖ makes s a unit
     # vector.
     scale = squared_length / (1.0 + squared_length) / torch.sqrt(squared_length + eps)

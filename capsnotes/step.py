@@ -16,6 +16,7 @@ it (:mod:`capsnotes.fast.graphs`).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -66,12 +67,13 @@ def training_step(
     images, labels = batch[0], batch[1]
     # In place, so that every step uses the same buffers (a recorded step needs that).
     optimizer.zero_grad(set_to_none=False)
-    with torch.autocast(
-        images.device.type,
-        precision,
-        enabled=precision is not None,
-        cache_enabled=False,
-    ):
+    # the forward pass in the 16-bit precision if one is given (autocast), else float32
+    autocast = (
+        torch.autocast(images.device.type, precision, cache_enabled=False)
+        if precision is not None
+        else contextlib.nullcontext()
+    )
+    with autocast:
         # with the labels: the decoder sees the true class
         output = model(images, labels)
     loss = objective(output, *batch)  # computed in float32

@@ -4,8 +4,8 @@ them (the model, its objective, its data) comes from the configuration.
 
 ::
 
-    config ─► build_run(config, device) ─► run.model, run.optimizer, run.scheduler,
-                                           run.average, run.step(batch)
+    config ─► plan_for(config, device) ─► build_run ─► run.model, run.optimizer,
+              run.scheduler, run.average, run.step(batch)
     train(config, out_dir): for each epoch, for each batch, run.step(batch); test; save
 
 ``train`` writes ``out_dir/history.json`` (every epoch: losses, train and test accuracy,
@@ -13,10 +13,12 @@ seconds, images/s; every call: the device, the command, how the run computed) an
 ``out_dir/checkpoint.safetensors`` after every epoch, and resumes from that checkpoint
 when called again with the same configuration. The history is in both on purpose: the
 checkpoint carries the history of exactly the epochs its weights have seen.
+:class:`RunHistory` keeps both, beside the loop.
 
-How a run computes fast is the :mod:`capsnotes.fast` wing: the fused routing on every
-device; on a CPU, the convolutions and precision that train a real batch fastest; on a
-GPU, its 16-bit format and (for bf16) the step recorded as a CUDA graph.
+How a run computes is decided by one function, :func:`capsnotes.fast.plan.plan_run`
+(the fused routing on every device; on a CPU, the convolutions and precision that train
+a real batch fastest; on a GPU, its 16-bit format and, outside float16, the step
+recorded as a CUDA graph); :func:`build_run` builds what the plan says.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -34,14 +35,21 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from . import checks
-from .checkpoint import Checkpoint, load_checkpoint, load_model_state, save_checkpoint
+from . import __version__, checks
+from .checkpoint import (
+    Checkpoint,
+    load_checkpoint,
+    load_model_state,
+    load_optimizer_state,
+    save_checkpoint,
+)
 from .config import TrainConfig, build_model, load_run_data
 from .evaluation import evaluate
-from .fast import speed_up
-from .fast.cpu import PRECISIONS, choose_cpu_implementation
+from .fast import CONVOLUTIONS, speed_up
+from .fast.cpu import choose_cpu_implementation
 from .fast.graphs import GraphedStep
-from .fast.precision import device_name, gpu_precision, resolve_device
+from .fast.plan import Plan, plan_run
+from .fast.precision import device_capability, device_name, resolve_device
 from .files import write_json
 from .step import TrainingStep, WeightAverage
 
@@ -55,9 +63,13 @@ class TrainingRun:
     optimizer: torch.optim.Adam
     scheduler: torch.optim.lr_scheduler.ExponentialLR
     step: TrainingStep
+    #: how the run computes (:func:`plan_for`), with its CPU timings made
+    plan: Plan | None = None
     average: WeightAverage | None = None
-    #: how the run computes (for the history): implementations, precision, optimizer,
-    #: graphs
+    #: float16's loss scaler (None in the other formats)
+    scaler: torch.amp.GradScaler | None = None
+    #: how the run computes, for the history: the plan, and on a CPU the timings that
+    #: decided it
     details: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -67,18 +79,18 @@ class TrainingRun:
 
     def state(self) -> dict[str, Any]:
         """What a checkpoint holds (:func:`capsnotes.checkpoint.save_checkpoint`)."""
+        average, scaler = self.average, self.scaler
         return {
             "model_state": self.model.state_dict(),
             "optimizer_state": self.optimizer.state_dict(),
             "scheduler_state": self.scheduler.state_dict(),
-            "average_state": None
-            if self.average is None
-            else self.average.model.state_dict(),
+            "average_state": None if average is None else average.model.state_dict(),
+            "scaler_state": None if scaler is None else scaler.state_dict(),
         }
 
     def load(self, checkpoint: Checkpoint) -> None:
-        """Continue from ``checkpoint``: weights, average, Adam's state and the
-        schedule."""
+        """Continue from ``checkpoint``: weights, average, Adam's state (in the Adam
+        this run built), the schedule, and float16's loss scale."""
         load_model_state(self.model, checkpoint.model_state, checkpoint.path)
         if self.average is not None:
             if checkpoint.average_state is None:
@@ -88,32 +100,32 @@ class TrainingRun:
             load_model_state(
                 self.average.model, checkpoint.average_state, checkpoint.path
             )
-        self.optimizer.load_state_dict(checkpoint.optimizer_state)
+        load_optimizer_state(self.optimizer, checkpoint.optimizer_state)
         self.scheduler.load_state_dict(checkpoint.scheduler_state)
+        if self.scaler is not None and checkpoint.scaler_state:
+            self.scaler.load_state_dict(checkpoint.scaler_state)
 
 
-def choose_implementation(
-    config: TrainConfig, device: torch.device, sample: tuple | None
-) -> dict[str, Any]:
-    """How a run of ``config`` computes on ``device`` (the fast path): ``routing``,
-    ``convolution`` and ``precision`` (a 16-bit format's name, or ``"float32"``), and on
-    a CPU the timings of the candidates that decided (``sample``: a real batch)."""
-    capsnet = config.architecture != "cnn"  # the CNN has no layers of CapsNet's to swap
-    chosen: dict[str, Any] = {"precision": "float32"}
-    if capsnet:
-        chosen |= {"routing": "fused", "convolution": "native"}
-    if device.type == "cuda" and config.mixed_precision:
-        chosen["precision"] = str(gpu_precision(device)).removeprefix("torch.")
-    if device.type == "cpu" and sample is not None and capsnet:
-        choice = choose_cpu_implementation(
-            lambda: build_model(config),
-            config.objective,
-            sample,
-            mixed_precision=config.mixed_precision,
-        )
-        chosen |= {"convolution": choice.convolution, "precision": choice.precision}
-        chosen |= choice.to_dict()
-    return chosen
+def plan_for(
+    config: TrainConfig,
+    device: torch.device | str | None = None,
+    *,
+    reference: bool = False,
+    **choices: Any,
+) -> Plan:
+    """How a run of ``config`` computes on ``device``: the
+    :func:`~capsnotes.fast.plan.plan_run` of this device's type and compute capability
+    and this torch."""
+    device = resolve_device(device)
+    capability = device_capability(device)
+    return plan_run(
+        config,
+        device.type,
+        capability,
+        torch.__version__,
+        reference=reference,
+        **choices,
+    )
 
 
 def build_run(
@@ -122,55 +134,69 @@ def build_run(
     *,
     fast: bool = True,
     sample: tuple | None = None,
-    implementation: dict[str, Any] | None = None,
-    graphed: bool | None = None,
-    fused_adam: bool | None = None,
+    plan: Plan | None = None,
+    **choices: Any,
 ) -> TrainingRun:
-    """The model, optimizer, schedule, average and step of a run of ``config``.
-
-    With ``fast``, the model computes with the fast layers for ``device``
-    (:func:`choose_implementation`), Adam is fused, and on a GPU that trains in bf16 or
-    float32 the step is recorded as a CUDA graph; without it everything is the reference
-    code in float32. ``implementation`` (``routing``, ``convolution``, ``precision``),
-    ``graphed`` and ``fused_adam`` override single choices (the benchmarks measure each
-    technique so).
-    """
+    """The model, optimizer, schedule, average and step of a run of ``config``, built as
+    ``plan`` says (default: :func:`plan_for` ``device``; ``fast=False``: the reference
+    code in float32). ``choices`` override single choices of the plan
+    (:data:`capsnotes.fast.plan.CHOICES`). On a CPU the plan's timed choices are made
+    on ``sample``, a real batch; without one they keep the plan's defaults."""
     device = resolve_device(device)
-    chosen = choose_implementation(config, device, sample) if fast else {}
-    chosen |= implementation or {}
+    if plan is None:
+        plan = plan_for(config, device, reference=not fast)
+    if plan.device_type != device.type:
+        raise ValueError(
+            f"a plan for {plan.device_type} cannot build a run on {device}"
+        )
+    plan, timings = plan.with_choices(**choices), {}
+    if plan.timed and sample is not None:
+        plan, timings = time_on_cpu(config, plan, sample)
     model = build_model(config)
-    if "routing" in chosen:
-        model = speed_up(model, chosen["routing"], chosen.get("convolution", "native"))
+    if plan.routing is not None:
+        model = speed_up(model, plan.routing, plan.convolution)
     model = model.to(device)
-    precision = {**PRECISIONS, "float16": torch.float16}[
-        chosen.get("precision", "float32")
-    ]
-    scaler = torch.amp.GradScaler(device.type) if precision == torch.float16 else None
-    if graphed is None:
-        graphed = fast and device.type == "cuda" and scaler is None
-    fused_adam = fast if fused_adam is None else fused_adam
     optimizer = torch.optim.Adam(
         model.parameters(),
         lr=config.learning_rate,
-        fused=fused_adam,
-        capturable=graphed,
+        fused=plan.fused_adam,
+        capturable=plan.capturable_adam,
     )
     scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=config.lr_decay)
-    average = (
-        WeightAverage(model, config.weight_averaging)
-        if config.weight_averaging
-        else None
+    average = None
+    if config.weight_averaging:
+        average = WeightAverage(model, config.weight_averaging)
+    scaler = torch.amp.GradScaler(device.type) if plan.loss_scaling else None
+    stepped = torch.compile(model) if plan.compile else model
+    step = TrainingStep(
+        stepped, optimizer, config.objective, plan.dtype, scaler, average
     )
-    step = TrainingStep(model, optimizer, config.objective, precision, scaler, average)
-    if graphed:
+    if plan.cuda_graph:
         step = GraphedStep(step)
-    details = {
-        "fast_paths": fast,
-        "optimizer": "Adam, fused" if fused_adam else "Adam",
-        "cuda_graphs": graphed,
-        "precision": str(precision or torch.float32).removeprefix("torch."),
-    } | {k: v for k, v in chosen.items() if k != "precision"}
-    return TrainingRun(config, model, optimizer, scheduler, step, average, details)
+    details = plan.to_dict() | timings
+    return TrainingRun(
+        config, model, optimizer, scheduler, step, plan, average, scaler, details
+    )
+
+
+def time_on_cpu(
+    config: TrainConfig, plan: Plan, sample: tuple
+) -> tuple[Plan, dict[str, Any]]:
+    """``plan`` with its timed choices made on the CPU (:mod:`capsnotes.fast.cpu`): the
+    candidates train ``sample`` and the fastest is chosen. Returns the plan and the
+    timings that decided it."""
+    choice = choose_cpu_implementation(
+        lambda: build_model(config),
+        config.objective,
+        sample,
+        mixed_precision="precision" in plan.timed,
+        convolutions=CONVOLUTIONS
+        if "convolution" in plan.timed
+        else [plan.convolution],
+        precisions=None if "precision" in plan.timed else [plan.precision],
+    )
+    made = {name: getattr(choice, name) for name in plan.timed}
+    return plan.with_choices(**made), choice.to_dict()
 
 
 @dataclass
@@ -195,75 +221,180 @@ def train(
     on_epoch_end: Callable[[dict[str, Any]], None] | None = None,
     provenance: dict[str, Any] | None = None,
     checkpoint_every: int = 1,
-    implementation: dict[str, str] | None = None,
+    implementation: dict[str, Any] | None = None,
 ) -> TrainResult:
     """Train a model with ``config``, saving into ``out_dir`` after every epoch.
 
     ``resume`` continues from ``out_dir``'s checkpoint, which must come from the same
     configuration but for a larger ``epochs`` (an extended run trains exactly as a
-    longer one would have). ``fast``: the fast paths (:func:`build_run`);
-    ``implementation`` fixes them instead of timing the candidates. ``provenance`` (e.g.
-    the command) is kept in the history; ``on_epoch_end`` gets each epoch's record; the
-    checkpoint is written every ``checkpoint_every`` epochs and after the last.
+    longer one would have). ``fast``: the fast paths (:func:`plan_for`);
+    ``implementation`` fixes choices of the plan (e.g. ``{"convolution": "native"}``)
+    instead of timing them. ``provenance`` (e.g. the command) is kept in the history;
+    ``on_epoch_end`` gets each epoch's record; the checkpoint is written every
+    ``checkpoint_every`` epochs and after the last.
     """
     checks.integer("checkpoint_every", checkpoint_every, minimum=1)
-    started = time.perf_counter()
     device = resolve_device(device)
-    out_dir = Path(out_dir)
-    checkpoint_path = out_dir / "checkpoint.safetensors"
-    previous = checkpoint_to_resume(checkpoint_path, config) if resume else None
+    log = RunHistory(Path(out_dir), config, device, provenance, resume)
     train_data, test_data = load_run_data(config, device, data_root)
-    done = 0 if previous is None else len(previous.metadata["history"]["epochs"])
-    implementation = (
-        implementation_to_keep(previous, device) if fast else None
-    ) or implementation
-    timing = (
-        fast
-        and implementation is None
-        and done < config.epochs
-        and device.type == "cpu"
-    )
+    choices = (log.choices_to_keep() if fast else {}) or implementation or {}
+    plan = plan_for(config, device, reference=not fast, **choices)
+    timing = plan.timed and len(log.epochs_to_train()) > 0  # a CPU times a real batch
     sample = next(train_data.batches(config.batch_size)) if timing else None
-    run = build_run(
-        config, device, fast=fast, sample=sample, implementation=implementation
-    )
-    if previous is None:
-        history = {
-            "train_config": config.to_dict(),
-            "device": device_name(device),
-            "torch": torch.__version__,
-            "capsnotes": version("capsnotes"),
-            "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "provenance": provenance or {},
-            "epochs": [],
-        }
-    else:
-        run.load(previous)
-        history = previous.metadata["history"] | {"train_config": config.to_dict()}
-    for epoch in range(done + 1, config.epochs + 1):
+    run = build_run(config, device, plan=plan, sample=sample)
+    log.resume(run)  # weights, Adam, schedule and loss scale from the checkpoint
+    for epoch in log.epochs_to_train():
         record = _train_epoch(run, train_data, epoch, progress)
         run.scheduler.step()
         record |= _test(run, test_data)
-        # this call's first epoch: it becomes a session of the run
-        if epoch == done + 1:
-            history.setdefault("sessions", []).append(0.0)
-            details = {"provenance": provenance or {}, **run.details}
-            history.setdefault("session_details", []).append(details)
-        history["epochs"].append(record)
-        history["sessions"][-1] = time.perf_counter() - started
-        history["wall_seconds"] = sum(history["sessions"])
-        history["test_accuracy"] = record["test_accuracy"]
-        if epoch == config.epochs or (epoch - done) % checkpoint_every == 0:
-            metadata = {
-                "train_config": config.to_dict(),
-                "epoch": epoch,
-                "history": history,
-            }
-            save_checkpoint(checkpoint_path, metadata=metadata, **run.state())
-        write_json(out_dir / "history.json", history)
+        log.add(record, run.details)
+        log.save(run, checkpoint_every)
         if on_epoch_end is not None:
             on_epoch_end(record)
-    return TrainResult(run.result_model, history, out_dir)
+    return TrainResult(run.result_model, log.history, log.out_dir)
+
+
+def estimate_run(
+    config: TrainConfig,
+    device: torch.device | str | None = None,
+    *,
+    steps: int = 50,
+    data_root: str | Path | None = None,
+) -> dict[str, Any]:
+    """How long the training epochs of a run of ``config`` take on ``device``, from
+    ``steps`` steps of the run :func:`train` builds there, timed after five that are
+    not (in which a CPU makes its choice and a GPU records its graph): the seconds per
+    step, and per epoch and for the whole run's epochs (their tests come on top), with
+    the run's plan. Nothing is saved."""
+    checks.integer("steps", steps, minimum=1)
+    device = resolve_device(device)
+    train_data, _ = load_run_data(config, device, data_root)
+    if len(train_data) < config.batch_size:
+        raise ValueError(
+            f"estimate_run needs at least one batch of {config.batch_size} images"
+        )
+    plan = plan_for(config, device)
+    sample = next(train_data.batches(config.batch_size)) if plan.timed else None
+    run = build_run(config, device, plan=plan, sample=sample)
+    generator = torch.Generator(device=device).manual_seed(config.seed)
+
+    def full_batches() -> Any:
+        while True:
+            for batch in train_data.batches(
+                config.batch_size, True, config.max_shift, generator
+            ):
+                if len(batch[0]) == config.batch_size:
+                    yield batch
+
+    batches = full_batches()
+    run.model.train()
+    for _ in range(5):
+        stats = run.step(next(batches))
+    stats["correct"].item()  # wait for the device
+    started = time.perf_counter()
+    for _ in range(steps):
+        stats = run.step(next(batches))
+    stats["correct"].item()
+    step_seconds = (time.perf_counter() - started) / steps
+    per_epoch = -(-len(train_data) // config.batch_size)
+    return {
+        "seconds_per_step": step_seconds,
+        "steps_per_epoch": per_epoch,
+        "epoch_seconds": step_seconds * per_epoch,
+        "run_seconds": step_seconds * per_epoch * config.epochs,
+        "plan": run.details,
+    }
+
+
+class RunHistory:
+    """A run's history (``history.json``, and the copy in its checkpoint): the record
+    of every epoch, and of every call of :func:`train` that trained (a *session*) its
+    seconds, device, versions, provenance and plan; the device names every device the
+    run trained on."""
+
+    def __init__(
+        self,
+        out_dir: Path,
+        config: TrainConfig,
+        device: torch.device,
+        provenance: dict[str, Any] | None,
+        resume: bool,
+    ) -> None:
+        self.out_dir, self.config = out_dir, config
+        self.started = time.perf_counter()
+        self.session = {
+            "device": device_name(device),
+            "torch": torch.__version__,
+            "capsnotes": __version__,
+            "provenance": provenance or {},
+        }
+        path = out_dir / "checkpoint.safetensors"
+        self.checkpoint = checkpoint_to_resume(path, config) if resume else None
+        if self.checkpoint is None:
+            self.history: dict[str, Any] = {
+                "train_config": config.to_dict(),
+                **{key: self.session[key] for key in ("device", "torch", "capsnotes")},
+                "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "provenance": provenance or {},
+                "epochs": [],
+            }
+        else:
+            self.history = self.checkpoint.metadata["history"]
+            self.history["train_config"] = config.to_dict()
+        self.done_before = len(self.history["epochs"])
+
+    def epochs_to_train(self) -> range:
+        return range(self.done_before + 1, self.config.epochs + 1)
+
+    def choices_to_keep(self) -> dict[str, Any]:
+        """A fast run resumed on the device of its last session computes as that session
+        did (another convolution or precision would change its results): its choices,
+        or none."""
+        last = (self.history.get("session_details") or [{}])[-1]
+        device = last.get("device", self.history["device"])
+        if device != self.session["device"] or not last.get("fast_paths"):
+            return {}
+        keys = ("routing", "convolution", "precision")
+        return {key: last[key] for key in keys if key in last}
+
+    def resume(self, run: TrainingRun) -> None:
+        """Continue ``run`` from the checkpoint, if the run has one."""
+        if self.checkpoint is not None:
+            run.load(self.checkpoint)
+
+    def add(self, record: dict[str, Any], details: dict[str, Any]) -> None:
+        """Add an epoch's record; the session's first also starts the session."""
+        history = self.history
+        if len(history["epochs"]) == self.done_before:
+            history.setdefault("sessions", []).append(0.0)
+            history.setdefault("session_details", []).append(self.session | details)
+            devices = [d.get("device") for d in history["session_details"]]
+            known = [history["device"], *filter(None, devices)]
+            history["device"] = "; ".join(dict.fromkeys(known))
+        history["epochs"].append(record)
+        history["sessions"][-1] = time.perf_counter() - self.started
+        history["wall_seconds"] = sum(history["sessions"])
+        history["test_accuracy"] = record["test_accuracy"]
+
+    def save(self, run: TrainingRun, checkpoint_every: int) -> None:
+        """Write ``history.json``, after the checkpoint when one is due: every
+        ``checkpoint_every`` epochs of this session, and after the last epoch."""
+        epoch = len(self.history["epochs"])
+        if (
+            epoch == self.config.epochs
+            or (epoch - self.done_before) % checkpoint_every == 0
+        ):
+            metadata = {
+                "train_config": self.config.to_dict(),
+                "epoch": epoch,
+                "history": self.history,
+            }
+            save_checkpoint(
+                self.out_dir / "checkpoint.safetensors",
+                metadata=metadata,
+                **run.state(),
+            )
+        write_json(self.out_dir / "history.json", self.history)
 
 
 def checkpoint_to_resume(path: Path, config: TrainConfig) -> Checkpoint | None:
@@ -286,24 +417,6 @@ def checkpoint_to_resume(path: Path, config: TrainConfig) -> Checkpoint | None:
             "asked for"
         )
     return checkpoint
-
-
-def implementation_to_keep(
-    previous: Checkpoint | None, device: torch.device
-) -> dict | None:
-    """A run resumed on the same device computes as it did before (another convolution
-    or precision would change the results): what its last call recorded, or None."""
-    if previous is None:
-        return None
-    history = previous.metadata["history"]
-    details = (history.get("session_details") or [{}])[-1]
-    if history.get("device") != device_name(device) or "convolution" not in details:
-        return None
-    return {
-        key: details[key]
-        for key in ("routing", "convolution", "precision")
-        if key in details
-    }
 
 
 def epoch_seed(seed: int, epoch: int) -> int:

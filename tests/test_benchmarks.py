@@ -1,4 +1,6 @@
-"""The benchmark compares like with like: the baseline computes capsnotes' function."""
+"""The benchmark compares like with like: the baseline computes capsnotes' function; every
+row is the trainer's plan with named choices replaced, consistent or refused with the
+reason, on every device; a row that fails is left out and the others are timed."""
 
 import json
 import statistics
@@ -6,11 +8,14 @@ import statistics
 import pytest
 import torch
 
+import benchmarks.compare
 from benchmarks.baseline import BaselineCapsNet, baseline_loss
 from benchmarks.breakdown import breakdown
-from benchmarks.compare import compare
+from benchmarks.compare import Row, ablation_rows, compare
 from benchmarks.runs import attach_runs
 from capsnotes import CapsNet, margin_loss, reconstruction_loss
+from capsnotes.config import TrainConfig
+from capsnotes.fast.plan import plan_run
 
 
 def test_baseline_computes_the_same_model_and_loss():
@@ -52,6 +57,8 @@ def test_compare_and_breakdown_run_on_real_mnist(mnist_root):
     assert trainer["step_seconds"][chosen] == min(trainer["step_seconds"].values())
     assert rows["  + bf16 autocast"]["precision"] == "bfloat16"
     assert rows["capsnotes, float32 only"]["precision"] == "float32"
+    assert rows["capsnotes, reference code only"]["plan"]["routing"] == "reference"
+    assert rows["  + fused Adam"]["plan"]["optimizer"] == "Adam, fused"
     result = breakdown(device, batch_size=4, repeats=2, root=mnist_root)
     parts = result["parts_seconds"]
     assert set(parts) == {
@@ -108,3 +115,79 @@ def test_runs_are_summarised_into_the_record(tmp_path):
         attach_runs(record, [_history(tmp_path / "d", 3, [0.9], epochs=3)])
     with pytest.raises(FileNotFoundError, match="history.json not found"):
         attach_runs(record, [tmp_path / "nowhere"])
+
+
+DEVICES = {"cpu": None, "P100": (6, 1), "T4": (7, 5), "A100": (8, 0), "H100": (9, 0)}
+
+
+def row_plans(card):
+    """The plan of every row of the comparison on ``card`` (a ValueError's message for a
+    row refused), as compare builds them."""
+    config = TrainConfig(batch_size=128)
+    device_type = "cpu" if card == "cpu" else "cuda"
+    capability = DEVICES[card]
+    trainer = plan_run(config, device_type, capability, "2.11.0")
+    rows = {"capsnotes": Row(128)} | ablation_rows(trainer, 128, (256,), compiled=True)
+    plans = {}
+    for name, row in rows.items():
+        try:
+            plans[name] = plan_run(
+                config, device_type, capability, "2.11.0", reference=row.reference, **row.choices
+            )
+        except ValueError as error:
+            plans[name] = str(error)
+    return trainer, plans
+
+
+@pytest.mark.parametrize("card", list(DEVICES))
+def test_every_row_is_the_trainer_s_plan_with_one_technique_changed(card):
+    """A row leaves out (or, on a CPU, adds) what its name says and keeps the rest of the
+    trainer's plan; only the compiled graph of a float16 step is refused, with the
+    reason (before, compare built a graph around a non-capturable Adam, or around a
+    float16 step, and the session failed)."""
+    trainer, plans = row_plans(card)
+    assert plans["capsnotes"] == trainer
+    refused = {name: plan for name, plan in plans.items() if isinstance(plan, str)}
+    if card == "T4":
+        assert list(refused) == ["capsnotes, torch.compile + graph"]
+        assert (
+            "float16 step with its loss scaler has not been run"
+            in refused["capsnotes, torch.compile + graph"]
+        )
+        assert "  without CUDA graph" not in plans  # the trainer has none to leave out
+        assert plans["  without float16 autocast"].precision == "float32"
+        assert not plans["  without float16 autocast"].cuda_graph  # only the format
+    else:
+        assert refused == {}
+    for name, plan in plans.items():
+        if name.startswith("  without"):
+            changed = {
+                field
+                for field in ("routing", "precision", "cuda_graph", "fused_adam")
+                if getattr(plan, field) != getattr(trainer, field)
+            }
+            assert len(changed) == 1, (name, changed)
+        if "torch.compile" in name and not isinstance(plan, str):
+            assert plan.compile and plan.capturable_adam == plan.cuda_graph
+    if card in ("A100", "H100"):
+        assert {"  without bf16 autocast", "  without CUDA graph"} <= set(plans)
+
+
+def test_a_row_that_fails_to_build_is_left_out_and_the_rest_are_timed(monkeypatch, tmp_path):
+    """Building a row is inside the row's try: a row refused by its plan or failing in
+    its constructor is recorded with the reason, the others are timed."""
+
+    def stepper(device, root, row, notes=None):
+        if row.choices.get("precision") == "bfloat16":
+            raise ValueError("a plan that cannot run")
+        if row.choices.get("convolution") == "matmul" and row.choices.get("fused_adam", 1):
+            raise RuntimeError("a kernel that does not exist here")
+        return lambda steps: None
+
+    monkeypatch.setattr(benchmarks.compare, "capsnotes_stepper", stepper)
+    monkeypatch.setattr(benchmarks.compare, "baseline_stepper", lambda *a: lambda steps: None)
+    rows = compare(torch.device("cpu"), 4, 1, 1, 1, tmp_path, ablation=True)
+    assert rows["  + bf16 autocast"] == {"batch_size": 4, "refused": "a plan that cannot run"}
+    assert rows["  + convolutions as matmul"]["error"].startswith("RuntimeError: a kernel")
+    assert rows["capsnotes"]["images_per_second"] > 0
+    assert "images_per_second" in rows["capsnotes, reference code only"]

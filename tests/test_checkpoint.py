@@ -1,10 +1,15 @@
+"""Checkpoints: a round trip of everything a run saves (weights, Adam, schedule, float16's
+loss scale), damaged and foreign files refused, atomic writes, and Adam's state loaded
+into the Adam a run built."""
+
+import json
 import os
 
 import pytest
 import torch
 
 from capsnotes import CapsNet
-from capsnotes.checkpoint import load_checkpoint, save_checkpoint
+from capsnotes.checkpoint import load_checkpoint, load_optimizer_state, save_checkpoint
 from capsnotes.files import atomic_write_bytes
 from tests.conftest import TINY
 
@@ -110,3 +115,41 @@ def test_atomic_writes_are_readable_like_plain_files(tmp_path):
     plain.write_bytes(b"data")
     mode = stat.S_IMODE(os.stat(tmp_path / "new.bin").st_mode)
     assert mode == stat.S_IMODE(os.stat(plain).st_mode)
+
+
+def test_the_loss_scale_round_trips_and_older_checkpoints_have_none(tmp_path):
+    model, optimizer, _ = trained_state()
+    scaler = torch.amp.GradScaler("cpu", init_scale=512.0, growth_interval=11)
+    path = save_checkpoint(
+        tmp_path / "c.safetensors", model.state_dict(), {}, scaler_state=scaler.state_dict()
+    )
+    assert load_checkpoint(path).scaler_state == scaler.state_dict()
+    # a checkpoint written before the scaler was saved: its header has no "scaler"
+    from safetensors.torch import load, save
+
+    data = path.read_bytes()
+    header = json.loads(data[8 : 8 + int.from_bytes(data[:8], "little")])["__metadata__"]
+    del header["scaler"]
+    path.write_bytes(save(load(data), metadata=header))
+    assert load_checkpoint(path).scaler_state is None
+
+
+def test_adam_s_state_loads_into_the_adam_that_was_built():
+    """torch's load_state_dict takes the saved groups' fused and capturable flags; the
+    built optimizer's are kept, and the step counts go where that optimizer keeps them."""
+    model, optimizer, _ = trained_state()  # unfused, not capturable
+    state = optimizer.state_dict()
+    fused = torch.optim.Adam(model.parameters(), lr=1e-3, fused=True)
+    load_optimizer_state(fused, state)
+    assert fused.param_groups[0]["fused"] is True
+    # a capturable Adam (a CUDA graph's) on this CPU: it can be built and loaded
+    capturable = torch.optim.Adam(model.parameters(), lr=1e-3, capturable=True)
+    load_optimizer_state(capturable, state)
+    assert capturable.param_groups[0]["capturable"] is True
+    for parameter, saved in capturable.state.items():
+        assert saved["step"].device == parameter.device and saved["step"].item() == 1
+    # and back: a capturable run's state into a plain Adam
+    plain = torch.optim.Adam(model.parameters(), lr=1e-3)
+    load_optimizer_state(plain, capturable.state_dict())
+    assert not plain.param_groups[0]["capturable"] and not plain.param_groups[0]["fused"]
+    assert all(s["step"].device.type == "cpu" for s in plain.state.values())

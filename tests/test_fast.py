@@ -1,6 +1,6 @@
 """The speed wing (capsnotes.fast) computes what the paper's code computes: values and
 gradients in float64, under autocast, in a whole model sped up; the CPU's timed choice;
-devices and precisions."""
+devices (the plan is tests/test_plan.py)."""
 
 import pytest
 import torch
@@ -15,7 +15,7 @@ from capsnotes.fast.cpu import (
     choose_cpu_implementation,
     cpu_bf16_speedup,
 )
-from capsnotes.fast.precision import bf16_is_native, device_name, gpu_precision, resolve_device
+from capsnotes.fast.precision import device_capability, device_name, resolve_device
 from capsnotes.fast.routing import FusedDigitCapsules, fused_dynamic_routing, route_parents_first
 from tests.conftest import TINY
 
@@ -258,6 +258,22 @@ def test_without_mixed_precision_bf16_is_not_even_measured(monkeypatch):
     assert "matmul_gflops" not in choice.to_dict()
 
 
+def test_a_choice_given_is_not_timed(monkeypatch):
+    """The plan times only what it has not been given: with the precision given, no
+    probe and one precision; with the convolution given, one convolution."""
+    fake_clock(monkeypatch, native=0.2, matmul=0.3, bf16_factor=0.5)
+
+    def refuse():
+        raise AssertionError("the bf16 probe ran although the precision was given")
+
+    monkeypatch.setattr("capsnotes.fast.cpu.cpu_bf16_speedup", refuse)
+    choice = choose(precisions=["bfloat16"], repeats=1)
+    assert set(choice.seconds) == {"native, bfloat16", "matmul, bfloat16"}
+    assert (choice.convolution, choice.precision) == ("native", "bfloat16")
+    choice = choose(convolutions=["matmul"], precisions=["float32"], repeats=1)
+    assert set(choice.seconds) == {"matmul, float32"}
+
+
 def test_the_probe_reports_the_fastest_of_its_repeats(monkeypatch):
     """Rates are 2·n³ FLOP over the fastest repeat of each dtype, after a warm-up."""
     durations = iter([9.0, 9.0, 0.5, 0.25, 0.4, 0.1, 0.2, 0.3])  # warm-up pair, then 3 pairs
@@ -282,23 +298,11 @@ def test_the_probe_reports_the_fastest_of_its_repeats(monkeypatch):
 # --- devices and precision ---
 
 
-@pytest.mark.parametrize(
-    ("capability", "native"),
-    [
-        ((7, 5), False),
-        ((7, 0), False),
-        ((6, 1), False),
-        ((8, 0), True),
-        ((8, 9), True),
-        ((9, 0), True),
-    ],
-    ids=["T4", "V100", "P100", "A100", "L4", "H100"],
-)
-def test_bf16_only_on_gpus_with_native_bf16_else_float16(monkeypatch, capability, native):
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
-    assert bf16_is_native(capability) is native
-    expected = torch.bfloat16 if native else torch.float16
-    assert gpu_precision(torch.device("cuda")) is expected
+def test_the_capability_is_read_from_a_cuda_device_only(monkeypatch):
+    """The plan's one input read from the device (capsnotes.fast.plan decides from it)."""
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))
+    assert device_capability(torch.device("cuda")) == (7, 5)
+    assert device_capability(torch.device("cpu")) is None
 
 
 def test_devices_are_resolved_and_described():

@@ -1,15 +1,21 @@
 """The training step: the same update as a hand-written step; the weight average; fp16's
-loss scaling; the CUDA-graph replay against the eager step (on a GPU); every step class
-has what its callers read."""
+loss scaling; what a CPU can check of the GPU path (no host read or CPU tensor inside
+what a graph records, the T4's float16 format with its scaler and fused Adam, the
+graphed step's control flow with a stand-in for CUDA); the CUDA-graph replay against the
+eager step (on a GPU); every step class has what its callers read."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
 
 import pytest
 import torch
 
-from capsnotes import CapsNet, capsnet_loss, margin_loss, reconstruction_loss
+from capsnotes import CapsNet, capsnet_loss, margin_loss, reconstruction_loss, squash
+from capsnotes.config import ARCHITECTURES, profile
+from capsnotes.convnet import ConvNetConfig
 from capsnotes.fast.graphs import GraphedStep
 from capsnotes.step import TrainingStep, WeightAverage, training_step
 from tests.conftest import REPO, TINY
@@ -166,3 +172,220 @@ def test_graph_replay_trains_as_the_eager_step_does() -> None:
         torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-4)
     for a, b in zip(averages[0].model.parameters(), averages[1].model.parameters(), strict=True):
         torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-4)
+
+
+# --- what a CPU can check of the GPU path ---
+
+#: The tiny models of the three architectures the trainer trains, with a batch of each.
+TINY_CNN = ConvNetConfig(channels=(4, 4, 4), hidden=(8, 8))
+
+
+def tiny_runs(device: str) -> dict:
+    """For each architecture: its tiny model on ``device``, its objective, a batch of 4."""
+    pairs = dataclasses.replace(TINY, image_size=36)
+    runs = {}
+    for name, model_config, size in (
+        ("capsnet", TINY, 28),
+        ("cnn", TINY_CNN, 28),
+        ("capsnet-pairs", pairs, 36),
+    ):
+        config = dataclasses.replace(profile("quick"), architecture=name, model=model_config)
+        with torch.device(device):
+            torch.manual_seed(0)
+            model = ARCHITECTURES[name].model(model_config)
+            images = torch.rand(4, 1, size, size)
+            if name == "capsnet-pairs":
+                labels = torch.tensor([[0, 1], [2, 3], [4, 5], [6, 7]])
+                batch = (images, labels, torch.rand(4, 2, 1, size, size))
+            else:
+                batch = (images, torch.tensor([0, 1, 2, 3]))
+        runs[name] = (model, config.objective, batch)
+    return runs
+
+
+@pytest.mark.parametrize("architecture", ["capsnet", "cnn", "capsnet-pairs"])
+def test_a_step_reads_nothing_on_the_host_and_makes_no_cpu_tensor(architecture):
+    """What a CUDA graph records must neither wait for the GPU (a host read) nor mix in a
+    CPU tensor. The ``meta`` device has no values at all: reading one raises, and so
+    does adding a CPU tensor to a meta one. One training step of each model runs there:
+    forward with the labels, the objective, backward, the weight average. (Fused or
+    capturable Adam cannot live on ``meta``; the optimizer's part is checked below.)"""
+    model, objective, batch = tiny_runs("meta")[architecture]
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    average = WeightAverage(model, 0.9)
+    stats = training_step(model, optimizer, objective, batch, average=average)
+    assert {value.device.type for value in stats.values()} == {"meta"}
+    with pytest.raises(RuntimeError, match="meta"):
+        stats["correct"].item()  # the check would catch a read
+
+
+@contextlib.contextmanager
+def no_host_reads():
+    """Raise on any read of a tensor's value into Python (``.item()``, ``bool()``, ...),
+    the reads that make the host wait for the GPU."""
+    names = ("item", "tolist", "__bool__", "__int__", "__float__", "__index__")
+    saved = {name: getattr(torch.Tensor, name) for name in names}
+
+    def refuse(self, *args, **kwargs):
+        raise AssertionError("a host read of a tensor")
+
+    try:
+        for name in names:
+            setattr(torch.Tensor, name, refuse)
+        yield
+    finally:
+        for name, method in saved.items():
+            setattr(torch.Tensor, name, method)
+
+
+def scaled_update(model, optimizer, scaler, batch) -> None:
+    """The loss-scaling half of training_step: forward in float16, scaled backward,
+    then (the part under test) the scaler's step and update."""
+    with torch.autocast("cpu", torch.float16, cache_enabled=False):
+        output = model(*batch[:2])
+    scaler.scale(objective(output, *batch).total).backward()
+
+
+def test_with_fused_adam_the_loss_scaler_reads_nothing_on_the_host():
+    """Why a float16 step could be graphed (capsnotes.fast.graphs): with fused Adam,
+    ``GradScaler.step`` passes the scale and the overflow flag to Adam as tensors and
+    ``GradScaler.update`` changes the scale in place; with unfused Adam the scaler reads
+    the overflow flag on the host (``.item()``) to decide whether to step."""
+    for fused in (True, False):
+        torch.manual_seed(0)
+        model = CapsNet(TINY)
+        optimizer = make_optimizer(model, 1e-3, fused=fused)
+        scaler = torch.amp.GradScaler("cpu")
+        scaled_update(model, optimizer, scaler, _batch(4, seed=0))
+        reads = contextlib.nullcontext() if fused else pytest.raises(AssertionError)
+        with reads, no_host_reads():
+            scaler.step(optimizer)
+            scaler.update()
+
+
+def test_the_t4_format_trains_on_a_cpu_and_skips_an_overflowing_step():
+    """float16 autocast, GradScaler and fused Adam, as on a T4 (the CPU computes the
+    same format): a few steps train; a step whose scaled gradients overflow changes
+    neither the weights nor Adam's state, and halves the scale."""
+    torch.manual_seed(0)
+    model = CapsNet(TINY)
+    optimizer = make_optimizer(model, 1e-2)
+    scaler = torch.amp.GradScaler("cpu")
+    step = TrainingStep(model, optimizer, objective, torch.float16, scaler)
+    before = [p.detach().clone() for p in model.parameters()]
+    losses = [step(_batch(8, seed=0))["margin_loss"].item() for _ in range(4)]
+    assert all(torch.isfinite(torch.tensor(losses))) and losses[-1] < losses[0]
+    assert all(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    assert scaler.get_scale() == 2.0**16  # no overflow yet
+    state = {
+        name: [value.clone() for value in optimizer.state[p].values()]
+        for name, p in model.named_parameters()
+    }
+    weights = [p.detach().clone() for p in model.parameters()]
+    scaler.update(2.0**127)  # a scale at which the scaled loss overflows float32
+    step(_batch(8, seed=1))
+    for a, b in zip(weights, model.parameters(), strict=True):
+        assert torch.equal(a, b)
+    for name, p in model.named_parameters():
+        for saved, now in zip(state[name], optimizer.state[p].values(), strict=True):
+            assert torch.equal(saved, now), name  # exp_avg, exp_avg_sq and step
+    assert scaler.get_scale() == 2.0**126
+    scaler.update(2.0**16)
+    step(_batch(8, seed=2))  # at a usable scale, the next step trains again
+    assert not all(torch.equal(a, b) for a, b in zip(weights, model.parameters()))
+
+
+def test_squash_gives_no_nan_for_short_vectors_in_float16():
+    """Chapter 2's promise (squash(0) = 0, with a finite gradient) in float16, where the
+    default eps of 1e-8 rounds to 0."""
+    assert torch.tensor(1e-8, dtype=torch.float16).item() == 0
+    for length in (0.0, 1e-5, 1e-3, 1e-1):
+        s = torch.full((3, 16), length / 4, dtype=torch.float16, requires_grad=True)
+        v = squash(s)
+        v.float().sum().backward()
+        assert torch.isfinite(v).all() and torch.isfinite(s.grad).all(), length
+        assert v.dtype == torch.float16
+
+
+class StandInGraphs:
+    """CUDA's part of GraphedStep on a CPU. A "recording" runs the step once (a real
+    recording runs nothing, and its first replay does the step: here the first replay
+    after a recording does nothing instead); a replay runs the recorded step again on
+    the same input buffers and writes its results into the recorded outputs, as a graph
+    does."""
+
+    def __init__(self) -> None:
+        self.recordings = self.replays = self.side_stream_steps = 0
+        self.device_entered = 0
+
+    @contextlib.contextmanager
+    def on_device(self):
+        self.device_entered += 1
+        yield
+
+    @contextlib.contextmanager
+    def side_stream(self):
+        self.side_stream_steps += 1
+        yield
+
+    def record(self, function):
+        self.recordings += 1
+        outputs = function()
+        graphs = self
+
+        class Graph:
+            fresh = True
+
+            def replay(self) -> None:
+                graphs.replays += 1
+                if self.fresh:  # the recording's own step
+                    self.fresh = False
+                    return
+                for name, value in function().items():
+                    outputs[name].copy_(value)
+
+        return Graph(), outputs
+
+
+def test_the_graphed_step_warms_up_records_per_learning_rate_and_runs_odd_batches_eagerly():
+    """GraphedStep's control flow on a CPU: two eager warm-up steps on the side stream,
+    one recording, replays that copy each batch into the recorded buffers, a smaller
+    batch run eagerly beside the graph, a new recording when the learning rate changes;
+    everything on the model's device. The weights follow the eager step's exactly."""
+    torch.manual_seed(0)
+    models = [CapsNet(TINY), CapsNet(TINY)]
+    models[1].load_state_dict(models[0].state_dict())
+    optimizers = [make_optimizer(m, 1e-3, fused=False) for m in models]
+    for group in optimizers[0].param_groups:
+        group["capturable"] = True  # what GraphedStep checks (a CPU cannot step it)
+    graphs = StandInGraphs()
+    graphed = GraphedStep(TrainingStep(models[0], optimizers[0], objective), 2, graphs)
+    for group in optimizers[0].param_groups:
+        group["capturable"] = False
+    eager = TrainingStep(models[1], optimizers[1], objective)
+    sizes = [8, 8, 8, 8, 5, 8, 8, 8]
+    for index, size in enumerate(sizes):
+        if index == 6:  # a new epoch's learning rate
+            for optimizer in optimizers:
+                optimizer.param_groups[0]["lr"] = 5e-4
+        batch = _batch(size, seed=index)
+        got, want = graphed(batch), eager(batch)
+        for name in want:
+            assert torch.equal(got[name], want[name]), (index, name)
+    assert graphs.side_stream_steps == 2 and graphs.recordings == graphed.recordings == 2
+    assert graphed.eager_steps == 3  # two warm-up steps and the batch of 5
+    assert graphs.replays == 5 and graphs.device_entered == len(sizes)
+    for a, b in zip(models[0].parameters(), models[1].parameters(), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_a_graphed_step_refuses_what_it_cannot_record():
+    model = CapsNet(TINY)
+    plain = TrainingStep(model, make_optimizer(model, 1e-3), objective)
+    with pytest.raises(ValueError, match="capturable"):
+        GraphedStep(plain, graphs=StandInGraphs())
+    optimizer = make_optimizer(model, 1e-3, fused=False)
+    optimizer.param_groups[0]["capturable"] = True
+    scaled = TrainingStep(model, optimizer, objective, torch.float16, torch.amp.GradScaler("cpu"))
+    with pytest.raises(ValueError, match="loss scaler has not been run on a GPU"):
+        GraphedStep(scaled, graphs=StandInGraphs())

@@ -1,5 +1,7 @@
-"""The trainer: a run built from its configuration (plain or fast), real training on
-real MNIST (short) for one digit and for two, resuming, and the configuration's checks."""
+"""The trainer: a run built from its configuration (plain or fast) as its plan says, real
+training on real MNIST (short) for one digit and for two, resuming (also across
+implementations and devices), the estimate of a run's time, and the configuration's
+checks."""
 
 import dataclasses
 import json
@@ -17,7 +19,7 @@ from capsnotes.fast.convolution import MatmulConv2d
 from capsnotes.fast.routing import FusedDigitCapsules
 from capsnotes.multimnist import PairedCapsNet
 from capsnotes.step import TrainingStep
-from capsnotes.train import build_run, choose_implementation, train
+from capsnotes.train import build_run, estimate_run, plan_for, train
 from tests.conftest import TINY
 
 #: how the runs compared here compute, so that timing cannot choose differently for each
@@ -230,7 +232,12 @@ def test_the_reference_run_is_plain_pytorch():
         "optimizer": "Adam",
         "cuda_graphs": False,
         "precision": "float32",
+        "loss_scaling": False,
+        "compile": False,
+        "routing": "reference",
+        "convolution": "native",
     }
+    assert run.plan.reference and run.scaler is None
 
 
 def test_a_fast_cpu_run_times_the_convolutions_on_the_sample():
@@ -250,18 +257,16 @@ def test_a_fast_cpu_run_times_the_convolutions_on_the_sample():
     assert run.optimizer.defaults["fused"] and run.details["optimizer"] == "Adam, fused"
     assert run.result_model is run.average.model
     # an explicit choice overrides the measured one
-    forced = build_run(
-        config,
-        "cpu",
-        sample=sample,
-        implementation={"convolution": "matmul", "precision": "bfloat16"},
-    )
+    forced = build_run(config, "cpu", sample=sample, convolution="matmul", precision="bfloat16")
     assert (
         isinstance(forced.model.conv1, MatmulConv2d) and forced.details["convolution"] == "matmul"
     )
     assert forced.step.precision is torch.bfloat16 and forced.details["precision"] == "bfloat16"
-    with pytest.raises(KeyError):
-        build_run(config, "cpu", sample=sample, implementation={"precision": "float8"})
+    assert "step_seconds" not in forced.details  # nothing was left to time
+    with pytest.raises(ValueError, match="precision must be one of"):
+        build_run(config, "cpu", sample=sample, precision="float8")
+    with pytest.raises(ValueError, match="a CUDA graph needs a CUDA device"):
+        build_run(config, "cpu", cuda_graph=True)
 
 
 def test_the_model_is_seeded_by_the_configuration_only():
@@ -270,7 +275,7 @@ def test_the_model_is_seeded_by_the_configuration_only():
     state = torch.random.get_rng_state()
     a, b = (
         build_model(config),
-        build_run(config, "cpu", implementation={"convolution": "matmul"}).model,
+        build_run(config, "cpu", convolution="matmul").model,
     )
     assert torch.equal(torch.random.get_rng_state(), state)
     for (name, x), y in zip(a.state_dict().items(), b.state_dict().values()):
@@ -279,15 +284,19 @@ def test_the_model_is_seeded_by_the_configuration_only():
     assert isinstance(build_model(profile("multimnist")), PairedCapsNet)
 
 
-def test_implementation_choices_without_timing():
-    cpu = torch.device("cpu")
-    assert choose_implementation(profile("cnn"), cpu, None) == {"precision": "float32"}
+def test_the_run_is_built_as_its_plan_says():
+    """build_run builds what plan_for decides for the device (tests/test_plan.py holds
+    the plans of other devices); without a sample, the CPU's timed choices keep their
+    defaults."""
+    cnn = build_run(profile("cnn"), "cpu")
+    assert cnn.details == plan_for(profile("cnn"), "cpu").to_dict()
+    assert "routing" not in cnn.details and cnn.optimizer.defaults["fused"]
     capsnet = TrainConfig(model=TINY)
-    assert choose_implementation(capsnet, cpu, None) == {
-        "routing": "fused",
-        "convolution": "native",
-        "precision": "float32",
-    }
+    run = build_run(capsnet, "cpu")
+    assert run.plan == plan_for(capsnet, "cpu") and run.plan.timed
+    assert (run.details["routing"], run.details["convolution"]) == ("fused", "native")
+    assert run.details["precision"] == "float32" and run.step.precision is None
+    assert not run.optimizer.defaults["capturable"] and type(run.step) is TrainingStep
 
 
 def test_the_run_state_round_trips_through_a_checkpoint(tmp_path):
@@ -338,3 +347,74 @@ def test_multimnist_trains_through_the_same_trainer(mnist_root, tmp_path):
     assert (one[1][:, 0] < one[1][:, 1]).all()
     scored = evaluate(result.model, test_data)
     assert scored["accuracy"] == pytest.approx(second["test_accuracy"])
+
+
+def test_a_run_resumed_with_other_implementations_keeps_its_own_adam_and_the_loss_scale(
+    tmp_path,
+):
+    """A checkpoint of the reference code (unfused Adam), resumed by a fast run: the
+    fast run steps with the fused Adam it built, from the saved moments (torch's
+    load_state_dict alone would bring back fused=False). float16's loss scale comes
+    back with the checkpoint (a GradScaler stands in for a T4 run's: a CPU plans no
+    float16)."""
+    config = TrainConfig(model=TINY)
+    batch = (torch.rand(4, 1, 28, 28), torch.tensor([0, 1, 2, 3]))
+    reference = build_run(config, "cpu", fast=False)
+    reference.step(batch)
+    reference.scaler = torch.amp.GradScaler("cpu", init_scale=1024.0, growth_interval=7)
+    save_checkpoint(tmp_path / "c.safetensors", metadata={}, **reference.state())
+    fast = build_run(config, "cpu")
+    fast.scaler = torch.amp.GradScaler("cpu")
+    fast.load(load_checkpoint(tmp_path / "c.safetensors"))
+    assert fast.optimizer.param_groups[0]["fused"] and fast.details["optimizer"] == "Adam, fused"
+    saved = reference.optimizer.state_dict()["state"]
+    for index, state in fast.optimizer.state_dict()["state"].items():
+        assert torch.equal(state["exp_avg"], saved[index]["exp_avg"])
+        assert torch.equal(state["step"], saved[index]["step"])
+    assert fast.scaler.state_dict() == reference.scaler.state_dict()
+    assert fast.scaler.get_scale() == 1024.0
+    fast.step(batch)  # and it trains on, fused
+    assert all(s["step"].item() == 2 for s in fast.optimizer.state.values())
+
+
+@pytest.mark.slow
+def test_a_run_continued_with_reference_then_fast_code_and_on_another_device(
+    mnist_root, tmp_path, monkeypatch
+):
+    """Three sessions of one run: fast, --reference, fast again on a device of another
+    name. Each trains with the Adam its plan built (the last checkpoint's Adam is
+    fused), the history says which device and plan each session had, and the run's
+    device names both."""
+    config = TrainConfig(
+        epochs=1, batch_size=32, train_size=64, test_size=50, max_shift=0, model=TINY
+    )
+    run = {"data_root": mnist_root, "progress": False, "implementation": PINNED}
+    train(config, tmp_path, **run)
+    train(dataclasses.replace(config, epochs=2), tmp_path, fast=False, **run)
+    cpu = json.loads((tmp_path / "history.json").read_text())["device"]
+    monkeypatch.setattr("capsnotes.train.device_name", lambda device: "GPU X")
+    result = train(dataclasses.replace(config, epochs=3), tmp_path, **run)
+    history = result.history
+    sessions = history["session_details"]
+    assert [s["fast_paths"] for s in sessions] == [True, False, True]
+    assert [s["optimizer"] for s in sessions] == ["Adam, fused", "Adam", "Adam, fused"]
+    assert [s["routing"] for s in sessions] == ["fused", "reference", "fused"]
+    assert [s["device"] for s in sessions] == [cpu, cpu, "GPU X"]
+    assert history["device"] == f"{cpu}; GPU X" and len(history["epochs"]) == 3
+    saved = load_checkpoint(tmp_path)
+    assert saved.optimizer_state["param_groups"][0]["fused"] is True
+    assert all(torch.isfinite(p).all() for p in result.model.parameters())
+
+
+@pytest.mark.slow
+def test_the_estimate_of_a_run_times_its_steps(mnist_root):
+    config = TrainConfig(
+        epochs=3, batch_size=16, train_size=64, test_size=50, max_shift=1, model=TINY
+    )
+    estimate = estimate_run(config, "cpu", steps=2, data_root=mnist_root)
+    assert estimate["steps_per_epoch"] == 4 and estimate["seconds_per_step"] > 0
+    assert estimate["epoch_seconds"] == pytest.approx(4 * estimate["seconds_per_step"])
+    assert estimate["run_seconds"] == pytest.approx(3 * estimate["epoch_seconds"])
+    assert estimate["plan"]["routing"] == "fused" and "step_seconds" in estimate["plan"]
+    with pytest.raises(ValueError, match="at least one batch of 128"):
+        estimate_run(dataclasses.replace(config, batch_size=128), "cpu", data_root=mnist_root)

@@ -5,7 +5,10 @@ modules never import.
   backward derived by hand;
 * :mod:`~capsnotes.fast.convolution` — the convolutions as matrix products;
 * :mod:`~capsnotes.fast.cpu` — choosing, by timing, what a CPU trains fastest with;
-* :mod:`~capsnotes.fast.precision` — devices and 16-bit formats;
+* :mod:`~capsnotes.fast.precision` — devices, and what they are;
+* :mod:`~capsnotes.fast.plan` — how a run computes (implementations, precision, loss
+  scaling, CUDA graph, Adam, compiling), decided in one place from the configuration,
+  the device and torch's version;
 * :mod:`~capsnotes.fast.graphs` — the training step recorded once as a CUDA graph.
 
 :func:`speed_up` swaps a built CapsNet's layers for the fast ones. They hold the same

@@ -25,13 +25,7 @@ import torch
 from torch import Tensor, nn
 
 from . import CONVOLUTIONS, speed_up
-
-#: The precisions a CPU run can train in, by name: the dtype to autocast to (None:
-#: float32 throughout).
-PRECISIONS: dict[str, torch.dtype | None] = {
-    "float32": None,
-    "bfloat16": torch.bfloat16,
-}
+from .plan import DTYPES
 
 #: bf16 candidates are timed only where a bf16 matrix product runs at least this many
 #: times as fast as a float32 one (measured: 2.4x on AMD Zen 4, 4.1x on Zen 5; CPUs that
@@ -96,20 +90,24 @@ def choose_cpu_implementation(
     batch: Sequence[Tensor],
     *,
     mixed_precision: bool = True,
+    convolutions: Sequence[str] = CONVOLUTIONS,
+    precisions: Sequence[str] | None = None,
     repeats: int = 2,
 ) -> CpuChoice:
     """Time a forward and backward pass on ``batch`` (``(images, labels, ...)`` on the
-    CPU) of a model from ``make_model()`` with each convolution, in float32 and (where
-    ``mixed_precision`` allows it and bf16 products are at least
+    CPU) of a model from ``make_model()`` with each of ``convolutions``, in float32 and
+    (where ``mixed_precision`` allows it and bf16 products are at least
     :data:`BF16_SPEEDUP_THRESHOLD` times as fast) bf16, alternating, after a warm-up
-    round; return the fastest."""
-    rates = cpu_bf16_speedup() if mixed_precision else None
-    precisions = ["float32"]
-    if rates is not None and rates.speedup >= BF16_SPEEDUP_THRESHOLD:
-        precisions.append("bfloat16")
+    round; return the fastest. ``precisions`` fixes the precisions to time instead."""
+    rates = None
+    if precisions is None:
+        rates = cpu_bf16_speedup() if mixed_precision else None
+        precisions = ["float32"]
+        if rates is not None and rates.speedup >= BF16_SPEEDUP_THRESHOLD:
+            precisions.append("bfloat16")
     with torch.random.fork_rng(devices=[]):  # leave the caller's random state alone
         models = {
-            name: speed_up(make_model(), convolution=name) for name in CONVOLUTIONS
+            name: speed_up(make_model(), convolution=name) for name in convolutions
         }
     times: dict[tuple[str, str], float] = {}
     for round_ in range(repeats + 1):
@@ -118,7 +116,7 @@ def choose_cpu_implementation(
                 started = perf_counter()
                 with torch.autocast(
                     "cpu",
-                    PRECISIONS[precision] or torch.bfloat16,
+                    DTYPES[precision] or torch.bfloat16,
                     enabled=precision != "float32",
                     cache_enabled=False,
                 ):

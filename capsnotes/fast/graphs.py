@@ -7,7 +7,7 @@ average) once as a CUDA graph and then launches it with a single call per batch
 (PyTorch's "whole-network capture"). The graph does exactly what the eager step does;
 the test suite checks that both reach the same weights.
 
-Three details make the capture correct:
+Four details make the capture correct:
 
 * The graph reads its inputs from fixed buffers; each batch is copied into them.
 * The first few steps run eagerly on a side stream, so that cuDNN, cuBLAS and autocast
@@ -16,14 +16,25 @@ Three details make the capture correct:
   a new graph whenever the learning rate has changed (once per epoch). Batches of
   another size (the last, smaller batch of an epoch) run eagerly into the same
   gradient buffers.
+* Everything happens with the model's GPU made the current device, on a stream of that
+  GPU (``--device cuda:1`` records on GPU 1, not on GPU 0).
 
-float16's loss scaling reads the gradients on the host after every step, which a graph
-cannot do: a run with a ``GradScaler`` is not graphed (``build_run`` decides).
+A float16 run is not graphed. With fused Adam its loss scaler reads nothing on the host
+(``GradScaler.step`` hands Adam the scale and the overflow flag as GPU tensors, and
+``GradScaler.update`` updates the scale on the GPU), so a graph could hold it; but a
+graph of the scaled step has not been run on a GPU yet, and the plan
+(:mod:`capsnotes.fast.plan`) does not record what has not been checked.
+
+What the step needs of CUDA (the device, a stream, recording a graph) is one small
+object, :class:`CudaGraphs`; the tests hand :class:`GraphedStep` a stand-in for it and
+check its control flow on a CPU.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -31,13 +42,44 @@ from torch import Tensor
 from ..step import TrainingStep
 
 
+class CudaGraphs:
+    """What :class:`GraphedStep` asks of CUDA, for one GPU: to make it the current
+    device, a side stream on it (for the warm-up and the recording), and a recording."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.stream = torch.cuda.Stream(device)
+
+    def on_device(self) -> contextlib.AbstractContextManager:
+        return torch.cuda.device(self.device)
+
+    @contextlib.contextmanager
+    def side_stream(self) -> Iterator[None]:
+        current = torch.cuda.current_stream(self.device)
+        self.stream.wait_stream(current)
+        with torch.cuda.stream(self.stream):
+            yield
+        current.wait_stream(self.stream)
+
+    def record(self, function: Callable[[], Any]) -> tuple[torch.cuda.CUDAGraph, Any]:
+        """Record what ``function()`` launches (it runs nothing yet) and return the
+        graph and ``function``'s result, whose tensors each replay fills."""
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=self.stream):
+            result = function()
+        return graph, result
+
+
 class GraphedStep(TrainingStep):
     """A :class:`~capsnotes.step.TrainingStep` replayed from a CUDA graph: the same
     attributes and the same result. Its model must be on a CUDA device and its optimizer
     capturable (``torch.optim.Adam(..., capturable=True)``); ``warmup`` eager steps run
-    before the first recording."""
+    before the first recording. ``graphs``: CUDA's part (default: :class:`CudaGraphs`
+    for the model's GPU)."""
 
-    def __init__(self, step: TrainingStep, warmup: int = 3) -> None:
+    def __init__(
+        self, step: TrainingStep, warmup: int = 3, graphs: CudaGraphs | None = None
+    ) -> None:
         super().__init__(
             step.model,
             step.optimizer,
@@ -46,19 +88,18 @@ class GraphedStep(TrainingStep):
             step.scaler,
             step.average,
         )
-        self.device = next(step.model.parameters()).device
-        if self.device.type != "cuda":
-            raise ValueError(
-                f"CUDA graphs need a model on a CUDA device, not {self.device}"
-            )
+        device = next(step.model.parameters()).device
+        if graphs is None and device.type != "cuda":
+            raise ValueError(f"CUDA graphs need a model on a CUDA device, not {device}")
         if not all(group.get("capturable") for group in step.optimizer.param_groups):
             raise ValueError(
                 "a graphed step needs a capturable optimizer (capturable=True)"
             )
         if step.scaler is not None:
             raise ValueError(
-                "a graphed step cannot scale the loss (float16 needs the host)"
+                "a graphed step with a loss scaler has not been run on a GPU yet"
             )
+        self.graphs = CudaGraphs(device) if graphs is None else graphs
         self.warmup, self.eager_steps = warmup, 0
         self.recordings = 0  #: how many graphs were recorded (one per learning rate)
         self._graph: torch.cuda.CUDAGraph | None = None
@@ -82,27 +123,24 @@ class GraphedStep(TrainingStep):
         # No gradient buffers yet: the recorded backward allocates its own, which every
         # replay then overwrites.
         self.optimizer.zero_grad(set_to_none=True)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            stats = super().__call__(self._inputs)
+        graph, stats = self.graphs.record(
+            lambda: TrainingStep.__call__(self, self._inputs)
+        )
         self._graph, self._stats = graph, stats
         self._graph_lr = self._learning_rate
         self.recordings += 1
 
     def __call__(self, batch: Sequence[Tensor]) -> dict[str, Tensor]:
-        if self._graph is None and self.eager_steps < self.warmup:
-            side = torch.cuda.Stream(self.device)
-            side.wait_stream(torch.cuda.current_stream(self.device))
-            with torch.cuda.stream(side):
-                stats = self._eager(batch)
-            torch.cuda.current_stream(self.device).wait_stream(side)
-            return stats
-        if self._graph is not None and batch[0].shape != self._inputs[0].shape:
-            return self._eager(batch)  # e.g. the last, smaller batch
-        if self._graph is None or self._learning_rate != self._graph_lr:
-            self._record(batch)
-        else:
-            for buffer, value in zip(self._inputs, batch):
-                buffer.copy_(value)
-        self._graph.replay()
-        return {name: value.clone() for name, value in self._stats.items()}
+        with self.graphs.on_device():
+            if self._graph is None and self.eager_steps < self.warmup:
+                with self.graphs.side_stream():
+                    return self._eager(batch)
+            if self._graph is not None and batch[0].shape != self._inputs[0].shape:
+                return self._eager(batch)  # e.g. the last, smaller batch
+            if self._graph is None or self._learning_rate != self._graph_lr:
+                self._record(batch)
+            else:
+                for buffer, value in zip(self._inputs, batch):
+                    buffer.copy_(value)
+            self._graph.replay()
+            return {name: value.clone() for name, value in self._stats.items()}

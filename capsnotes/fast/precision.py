@@ -1,13 +1,10 @@
-"""Where a run computes, and in what precision.
+"""Where a run computes, and what the device is.
 
 * :func:`resolve_device` turns ``"auto"``/``"cpu"``/``"cuda"``/``"cuda:N"`` into a
   device, with a clear error when a GPU is asked for and none is there;
-  :func:`device_name` describes it for the records every run keeps.
-* :func:`gpu_precision` chooses a GPU's 16-bit format: bf16 where the GPU computes it
-  natively (compute capability 8.0 and later: A100, L4, H100, ...), else float16
-  (Colab's T4), whose narrow exponent needs the loss scaled (``torch.amp.GradScaler``)
-  so that small gradients do not round to zero. On a CPU the choice is timed
-  (:mod:`capsnotes.fast.cpu`).
+* :func:`device_name` describes it for the records every run keeps;
+* :func:`device_capability` reads a GPU's compute capability, from which the run's plan
+  (:mod:`capsnotes.fast.plan`) chooses its format.
 """
 
 from __future__ import annotations
@@ -50,12 +47,9 @@ def device_name(device: torch.device | str) -> str:
     return f"CPU: {model}, {threads} thread{'s' if threads != 1 else ''}"
 
 
-def bf16_is_native(capability: tuple[int, int]) -> bool:
-    """Whether a CUDA GPU of this compute capability has bf16 tensor cores (8.0+)."""
-    return capability >= (8, 0)
-
-
-def gpu_precision(device: torch.device) -> torch.dtype:
-    """The 16-bit format a CUDA GPU trains in: bf16 where native, else float16."""
-    native = bf16_is_native(torch.cuda.get_device_capability(device))
-    return torch.bfloat16 if native else torch.float16
+def device_capability(device: torch.device) -> tuple[int, int] | None:
+    """The compute capability of a CUDA device, e.g. ``(7, 5)`` for a T4; None for any
+    other device."""
+    if device.type != "cuda":
+        return None
+    return tuple(torch.cuda.get_device_capability(device))

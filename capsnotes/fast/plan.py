@@ -1,0 +1,235 @@
+"""How a run computes, decided in one place: :func:`plan_run`.
+
+Every choice the trainer makes about speed is a field of a :class:`Plan`: the routing
+and convolution implementations, the precision and the loss scaler that float16 needs,
+whether the step is recorded as a CUDA graph, how Adam is built, and whether the model
+is compiled. :func:`plan_run` makes them from the configuration, the device's type and
+compute capability and torch's version, and from nothing else: it reads no device, so
+that a test can ask it what a T4 or an H100 would do on a machine without either.
+
+A choice can be overridden by name (``plan_run(..., cuda_graph=False)``), as the
+benchmarks do to time one technique at a time. The choices that follow from it follow
+(float16 brings its loss scaler, a CUDA graph a capturable Adam); a combination that
+cannot run, or has never run, is refused with a ``ValueError`` that says why.
+
+On a CPU two choices are timed on a real batch rather than decided
+(:mod:`capsnotes.fast.cpu`): they are listed in :attr:`Plan.timed`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from . import CONVOLUTIONS, ROUTINGS
+
+#: The precisions by name, as the records write them, and the dtype each autocasts to
+#: (None: float32 throughout).
+DTYPES: dict[str, torch.dtype | None] = {
+    "float32": None,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+}
+
+#: The choices a plan makes, which can be overridden by name; the other fields follow.
+CHOICES = ("routing", "convolution", "precision", "cuda_graph", "fused_adam", "compile")
+
+
+def gpu_precision(capability: tuple[int, int]) -> str:
+    """The format a CUDA GPU of compute capability ``capability`` trains in: bf16 where
+    its tensor cores compute bf16 (8.0 and later: A100, L4, H100); float16, with loss
+    scaling, where they compute float16 only (7.x: V100, T4); float32 on older cards
+    (6.x: P100, GTX 10xx), which have no tensor cores to gain from 16 bits."""
+    if capability >= (8, 0):
+        return "bfloat16"
+    if capability >= (7, 0):
+        return "float16"
+    return "float32"
+
+
+def version_tuple(version: str) -> tuple[int, int]:
+    """``"2.11.0+cu130"`` → ``(2, 11)``."""
+    found = re.match(r"(\d+)\.(\d+)", version)
+    if found is None:
+        raise ValueError(f"torch_version must look like '2.11.0', got {version!r}")
+    return int(found[1]), int(found[2])
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How a run computes. Made by :func:`plan_run`; read by
+    :func:`capsnotes.train.build_run`, which builds exactly this."""
+
+    #: the model (:data:`capsnotes.config.ARCHITECTURES`)
+    architecture: str
+    device_type: str
+    #: the CUDA compute capability, None off CUDA
+    capability: tuple[int, int] | None
+    torch_version: str
+    #: the paper's code only, in float32 (``--reference``)
+    reference: bool
+    #: ``"fused"`` or ``"reference"``; None for a model without routing (the CNN)
+    routing: str | None
+    #: ``"native"`` or ``"matmul"``; None for a model without CapsNet's layers
+    convolution: str | None
+    #: ``"float32"``, ``"bfloat16"`` or ``"float16"`` (the forward pass's autocast)
+    precision: str
+    #: a CUDA graph of the whole step, recorded once and replayed
+    cuda_graph: bool
+    fused_adam: bool
+    #: ``torch.compile`` around the model
+    compile: bool
+    #: the choices a CPU times on a real batch before the run is built
+    timed: tuple[str, ...] = ()
+
+    @property
+    def loss_scaling(self) -> bool:
+        """float16 needs its loss scaled (``torch.amp.GradScaler``); the other two
+        formats have float32's range."""
+        return self.precision == "float16"
+
+    @property
+    def capturable_adam(self) -> bool:
+        """Adam keeps its step count on the GPU, so that a graph can replay it."""
+        return self.cuda_graph
+
+    @property
+    def dtype(self) -> torch.dtype | None:
+        """The dtype the forward pass autocasts to (None: float32 throughout)."""
+        return DTYPES[self.precision]
+
+    def with_choices(self, **choices: Any) -> Plan:
+        """This plan with some choices replaced (:data:`CHOICES`), checked; a replaced
+        choice is no longer timed."""
+        unknown = sorted(set(choices) - set(CHOICES))
+        if unknown:
+            raise ValueError(
+                f"unknown choice {', '.join(unknown)}; a plan's choices are "
+                f"{', '.join(CHOICES)}"
+            )
+        timed = tuple(name for name in self.timed if name not in choices)
+        plan = dataclasses.replace(self, **choices, timed=timed)
+        plan.check()
+        return plan
+
+    def check(self) -> None:
+        """Raise a ``ValueError`` that says why if this plan cannot run."""
+        cuda = self.device_type == "cuda"
+        for name, value, known in (
+            ("routing", self.routing, ROUTINGS),
+            ("convolution", self.convolution, CONVOLUTIONS),
+        ):
+            if self.architecture == "cnn" and value is not None:
+                raise ValueError(f"the CNN has no {name} to choose (it must be None)")
+            if self.architecture != "cnn" and value not in known:
+                raise ValueError(f"{name} must be one of {known}, got {value!r}")
+        if self.precision not in DTYPES:
+            raise ValueError(
+                f"precision must be one of {tuple(DTYPES)}, got {self.precision!r}"
+            )
+        if self.convolution == "matmul" and self.device_type != "cpu":
+            raise ValueError(
+                "convolutions as matrix products are a CPU technique; on "
+                f"{self.device_type} the convolution is 'native'"
+            )
+        if self.precision == "float16" and not cuda:
+            raise ValueError(
+                "float16 with loss scaling is the format of GPUs without bf16; a "
+                f"{self.device_type} trains in float32 or bfloat16"
+            )
+        if self.precision == "bfloat16" and cuda and self.capability < (8, 0):
+            major, minor = self.capability
+            raise ValueError(
+                "bfloat16 needs compute capability 8.0 or later; this GPU has "
+                f"{major}.{minor}"
+            )
+        if self.cuda_graph and not cuda:
+            raise ValueError(
+                f"a CUDA graph needs a CUDA device, not {self.device_type}"
+            )
+        if self.cuda_graph and self.loss_scaling:
+            raise ValueError(
+                "a CUDA graph of a float16 step with its loss scaler has not been run "
+                "on a GPU yet, so the trainer does not record one: leave the graph out "
+                "(cuda_graph=False) or choose another precision"
+            )
+        if (
+            self.fused_adam
+            and self.device_type == "cpu"
+            and version_tuple(self.torch_version) < (2, 4)
+        ):
+            raise ValueError(
+                f"torch {self.torch_version} has no fused Adam on a CPU (torch 2.4 "
+                "added it)"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plan as a run's history records it."""
+        adam = (
+            "Adam" + ", fused" * self.fused_adam + ", capturable" * self.capturable_adam
+        )
+        record: dict[str, Any] = {
+            "fast_paths": not self.reference,
+            "precision": self.precision,
+            "loss_scaling": self.loss_scaling,
+            "cuda_graphs": self.cuda_graph,
+            "optimizer": adam,
+            "compile": self.compile,
+        }
+        if self.routing is not None:
+            record |= {"routing": self.routing, "convolution": self.convolution}
+        return record
+
+
+def plan_run(
+    config: Any,
+    device_type: str,
+    capability: tuple[int, int] | None = None,
+    torch_version: str = torch.__version__,
+    *,
+    reference: bool = False,
+    **choices: Any,
+) -> Plan:
+    """How a run of ``config`` (a :class:`~capsnotes.config.TrainConfig`: its
+    ``architecture`` and ``mixed_precision``) computes on a device of type
+    ``device_type`` (``"cpu"``, ``"cuda"``, ...) and, for CUDA, compute
+    ``capability``, under torch ``torch_version``. ``reference``: the paper's code
+    only, in float32. ``choices`` override single choices (:data:`CHOICES`)."""
+    cuda = device_type == "cuda"
+    if cuda and capability is None:
+        raise ValueError("a CUDA plan needs the GPU's compute capability, e.g. (7, 5)")
+    fast = not reference
+    capsnet = config.architecture != "cnn"  # the CNN has no layers of CapsNet's to swap
+    precision = "float32"
+    if fast and config.mixed_precision and cuda:
+        precision = gpu_precision(capability)
+    # fused Adam: one kernel updates every parameter (on a CPU from torch 2.4)
+    fused_adam = fast and (
+        cuda or (device_type == "cpu" and version_tuple(torch_version) >= (2, 4))
+    )
+    timed: tuple[str, ...] = ()
+    if fast and capsnet and device_type == "cpu":
+        # which convolution (and whether bf16) trains faster depends on the CPU: timed
+        timed = (
+            ("convolution", "precision") if config.mixed_precision else ("convolution",)
+        )
+    plan = Plan(
+        architecture=config.architecture,
+        device_type=device_type,
+        capability=tuple(capability) if cuda else None,
+        torch_version=torch_version,
+        reference=reference,
+        routing=("fused" if fast else "reference") if capsnet else None,
+        convolution="native" if capsnet else None,
+        precision=precision,
+        # one launch replays the whole step; float16's step, with its scaler, is eager
+        cuda_graph=fast and cuda and precision != "float16",
+        fused_adam=fused_adam,
+        compile=False,
+        timed=timed,
+    )
+    return plan.with_choices(**choices)
