@@ -1,9 +1,11 @@
 """Command line: ``python -m capsnotes {train,evaluate,affine,profiles}``.
 
-``train``'s options are made from the dataclasses by tyro: every field of the chosen
-profile's :class:`~capsnotes.config.TrainConfig` and of its model's configuration is an
-option (``--epochs``, ``--conv-channels``, ...), documented by the field, with the
-profile's value as its default. The other commands' few options are argparse's.
+``train``'s command line is made from the dataclasses by tyro, in one pass: each profile
+is a subcommand (``train --profile paper``, or ``train paper``), whose options are every
+field of :class:`RunOptions`, of the profile's :class:`~capsnotes.config.TrainConfig`
+and of its model's configuration (``--epochs``, ``--conv-channels``, ...), documented by
+the field, with the profile's value as its default. The other commands' few options are
+argparse's, and need no tyro.
 """
 
 from __future__ import annotations
@@ -15,10 +17,9 @@ import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Union
 
 import torch
-import tyro
 
 from .affine import AFFNIST_RANGES, robustness
 from .checkpoint import load_checkpoint, load_model_state
@@ -29,6 +30,11 @@ from .fast.precision import device_name, resolve_device
 from .files import write_json
 from .pretrained import PRETRAINED, load_pretrained
 from .train import train
+
+try:
+    import tyro
+except ModuleNotFoundError:  # only ``train`` needs it; see train_config
+    tyro = None
 
 DESCRIPTION = """\
 Train and evaluate the CapsNet of "Dynamic Routing Between Capsules" (Sabour, Frosst &
@@ -46,10 +52,20 @@ The same command again resumes from the checkpoint (or does nothing if the run i
 complete); with a larger --epochs it extends a finished run exactly as a longer run
 would have gone.
 
---profile NAME picks the defaults (python -m capsnotes profiles prints them):
-quick, paper, cnn, paper-cnn, multimnist, or auto (the default: paper on a GPU,
-quick otherwise). Every option below overrides one field of the profile.
+--profile NAME (or NAME alone) picks the defaults (python -m capsnotes profiles prints
+them): quick, paper, cnn, paper-cnn, multimnist, or auto (the default: paper on a GPU,
+quick otherwise). Every option after it overrides one field of the profile
+(python -m capsnotes train --profile NAME --help lists them).
 """
+
+#: What each profile trains, in a line (capsnotes.config describes them).
+PROFILE_HELP = {
+    "quick": "a subset of MNIST, about a minute on a 2-core CPU",
+    "paper": "the paper's setting, all 60,000 shifted digits for 100 epochs",
+    "cnn": "the CPU-sized baseline CNN on all of MNIST",
+    "paper-cnn": "the paper's 35.4M-parameter baseline CNN",
+    "multimnist": "two overlapping digits, at the width a 2-core CPU trains in hours",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,33 +88,64 @@ class RunOptions:
     """train with the reference code only (no fast layers, float32, no graphs)"""
 
 
+@dataclasses.dataclass(frozen=True)
+class TrainCommand:
+    """``train PROFILE``'s options: how to run, and what to train."""
+
+    profile: tyro.conf.Suppress[str]
+    run: RunOptions
+    config: Annotated[TrainConfig, tyro.conf.AvoidSubcommands]
+
+
 def train_config(
     argv: Sequence[str],
 ) -> tuple[str, TrainConfig, RunOptions, dict[str, Any]]:
     """The profile's name, the configuration and the run options ``train ARGV`` asks
     for, and the fields it changes of the profile's (``model``: the model's fields)."""
-    first = argparse.ArgumentParser(add_help=False, prog="python -m capsnotes train")
-    first.add_argument("--profile", default="auto", choices=["auto", *PROFILES])
-    known, rest = first.parse_known_args(argv)
-    name = known.profile
-    if name == "auto":
-        name = "paper" if torch.cuda.is_available() else "quick"
+    if tyro is None:
+        raise ValueError(
+            "python -m capsnotes train builds its options with tyro, which is not "
+            "installed: pip install tyro (on a machine without a network, carry its "
+            "wheels: benchmarks/gpu_wheels.sh)"
+        )
+    auto = "paper" if torch.cuda.is_available() else "quick"
+    profiles = [
+        Annotated[
+            TrainCommand,
+            tyro.conf.subcommand(
+                name,
+                default=TrainCommand(name, RunOptions(out=tyro.MISSING), config),
+                description=f"the {name} profile: {PROFILE_HELP[name]}",
+                prefix_name=False,
+                aliases=("auto",) if name == auto else (),
+                is_default=name == auto,
+            ),
+        ]
+        for name, config in PROFILES.items()
+    ]
 
-    def command(run: RunOptions, config: TrainConfig = PROFILES[name]) -> tuple:
-        return run, config
-
-    run, config = tyro.cli(
-        command,
-        args=rest,
-        prog=f"python -m capsnotes train --profile {name}",
-        description=TRAIN_HELP,
-        config=(tyro.conf.OmitArgPrefixes, tyro.conf.AvoidSubcommands),
+    # the profile, after an optional --profile: `--profile paper` is `paper`
+    marker = tyro.conf.arg(help="optional, before the profile's name")
+    command_line = dataclasses.make_dataclass(
+        "Train",
+        [
+            ("train", Union[tuple(profiles)]),  # noqa: UP007 (a Union of a list)
+            ("profile", Annotated[bool, tyro.conf.FlagCreatePairsOff, marker], False),
+        ],
+        frozen=True,
     )
-    config = TrainConfig.from_dict(dataclasses.asdict(config))
+    command = tyro.cli(
+        command_line,
+        args=argv,
+        prog="python -m capsnotes train",
+        description=TRAIN_HELP,
+        config=(tyro.conf.OmitArgPrefixes,),
+    ).train
+    name, config = command.profile, command.config
     profile, chosen = PROFILES[name].to_dict(), config.to_dict()
     changed = {k: v for k, v in chosen.items() if k != "model" and v != profile[k]}
     model = {k: v for k, v in chosen["model"].items() if v != profile["model"].get(k)}
-    return name, config, run, changed | ({"model": model} if model else {})
+    return name, config, command.run, changed | ({"model": model} if model else {})
 
 
 def _train(argv: Sequence[str]) -> int:

@@ -1,15 +1,18 @@
-"""The command line: options made from the dataclasses, the shipped models' commands still
-meaning what they meant, clear errors, a real run through it (in process, and once as a
-process of its own)."""
+"""The command line: options made from the dataclasses by tyro in one pass, the shipped
+models' commands still meaning what they meant, clear errors, a real run through it (in
+process, and once as a process of its own, from a checkout that is not installed)."""
 
 import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
 
 import pytest
+import torch
 
+import capsnotes
 from capsnotes.__main__ import main, train_config
 from capsnotes.checkpoint import load_checkpoint
 from capsnotes.config import PROFILES, TrainConfig, build_model
@@ -33,16 +36,41 @@ TINY_OPTIONS = (
 )
 
 
-def run(*args: str, env_root=None, timeout: int = 600) -> subprocess.CompletedProcess:
-    """``python -m capsnotes ARGS`` in a process of its own (the one test that needs it)."""
-    env = dict(os.environ)
+#: Makes ``importlib.metadata`` find no installed ``capsnotes``, as on a machine where
+#: the package is only a checkout on PYTHONPATH (benchmarks/gpu_session.sh runs it so).
+NOT_INSTALLED = """
+import importlib.metadata as metadata
+
+_distribution = metadata.distribution
+
+
+def distribution(name):
+    if name == "capsnotes":
+        raise metadata.PackageNotFoundError(name)
+    return _distribution(name)
+
+
+metadata.distribution = distribution
+"""
+
+
+def run_from_checkout(
+    checkout, *args: str, env_root=None, timeout: int = 600
+) -> subprocess.CompletedProcess:
+    """``PYTHONPATH=CHECKOUT python -m capsnotes ARGS`` in a process of its own, with the
+    installed package out of sight (its metadata, and the installed copy behind the
+    checkout on the path)."""
+    site = checkout.parent / "not-installed"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(NOT_INSTALLED)
+    env = dict(os.environ, PYTHONPATH=f"{checkout}{os.pathsep}{site}")
     if env_root is not None:
         env["CAPSNOTES_DATA"] = str(env_root)
     return subprocess.run(
         [sys.executable, "-m", "capsnotes", *args],
         capture_output=True,
         text=True,
-        cwd=REPO,
+        cwd=checkout.parent,
         env=env,
         timeout=timeout,
     )
@@ -75,8 +103,13 @@ def test_every_field_is_an_option_with_its_help(capsys):
             assert f"--{field.name.replace('_', '-')}" in text, field.name
     for field in dataclasses.fields(TINY):
         assert f"--{field.name.replace('_', '-')}" in text, field.name
-    for word in ("quick", "paper", "history.json", "resumes", "--out", "Adam's initial"):
-        assert word in text
+    for word in ("quick profile", "history.json", "--out", "Adam's initial", "(default: 32)"):
+        assert word in text, word
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    text = capsys.readouterr().out
+    for word in ("--profile", "resumes", "auto", *PROFILES):
+        assert word in text, word
 
 
 def test_options_override_the_profile_and_are_recorded():
@@ -102,6 +135,12 @@ def test_options_override_the_profile_and_are_recorded():
     # another architecture is another profile's: the CNN's model options come with it
     _, cnn, _, _ = train_config(["--profile", "cnn", "--out", "x", "--channels", "8", "8", "4"])
     assert cnn.architecture == "cnn" and cnn.model.channels == (8, 8, 4)
+    # the profile's name alone, or none at all (auto: quick without a GPU), mean the same
+    assert train_config(["cnn", "--out", "x", "--channels", "8", "8", "4"])[1] == cnn
+    auto = "paper" if torch.cuda.is_available() else "quick"
+    for argv in (["--out", "x"], ["--profile", "auto", "--out", "x"]):
+        name, config, _, overrides = train_config(argv)
+        assert (name, config, overrides) == (auto, PROFILES[auto], {})
 
 
 def exit_code(argv: list[str]) -> int:
@@ -110,6 +149,11 @@ def exit_code(argv: list[str]) -> int:
         return main(argv)
     except SystemExit as done:
         return done.code
+
+
+def unboxed(text: str) -> str:
+    """tyro's message without its box: the words, joined by single spaces."""
+    return " ".join(text.replace("│", " ").split())
 
 
 def test_bad_values_get_the_configuration_s_errors(tmp_path, capsys):
@@ -123,14 +167,14 @@ def test_bad_values_get_the_configuration_s_errors(tmp_path, capsys):
         ("--epochs", "two", "--epochs"),
     ):
         assert exit_code(["train", "--profile", "quick", "--out", str(out), option, value]) == 2
-        assert message in capsys.readouterr().err, option
+        assert message in unboxed(capsys.readouterr().err), option
     assert not out.exists()
     with pytest.raises(SystemExit) as done:  # a model option the CNN does not have
         main(["train", "--profile", "cnn", "--routing-iterations", "1", "--out", str(out)])
     assert done.value.code == 2 and "--routing-iterations" in capsys.readouterr().err
     with pytest.raises(SystemExit) as done:
         main(["train", "--profile", "fastest", "--out", str(out)])
-    assert done.value.code == 2 and "invalid choice: 'fastest'" in capsys.readouterr().err
+    assert done.value.code == 2 and "fastest" in capsys.readouterr().err
     assert main(["evaluate", "--checkpoint", str(tmp_path / "none.safetensors")]) == 2
     assert "no checkpoint" in capsys.readouterr().err
     (tmp_path / "bad.safetensors").write_bytes(b"not a checkpoint")
@@ -205,11 +249,27 @@ def test_a_tiny_run_through_the_command_line_records_how_it_was_made(tmp_path, m
 
 
 @pytest.mark.slow
-def test_a_run_as_a_process_of_its_own_records_what_it_chose(tmp_path, mnist_root):
-    """``python -m capsnotes train`` in a process: the fast paths, and on a CPU the
-    convolution and precision its timing chose."""
+def test_a_run_from_a_checkout_that_is_not_installed_records_what_it_chose(tmp_path, mnist_root):
+    """``PYTHONPATH=CHECKOUT python -m capsnotes train`` in a process of its own, with no
+    installed capsnotes in sight (as on the GPU machine): it trains with the fast paths,
+    and on a CPU records the convolution and precision its timing chose and the
+    checkout's version."""
+    checkout = tmp_path / "checkout"
+    shutil.copytree(REPO / "capsnotes", checkout / "capsnotes")
+    where = run_from_checkout(
+        checkout, "profiles", env_root=mnist_root
+    )  # which capsnotes the process imports, and that it sees none installed
+    assert where.returncode == 0, where.stderr
+    probe = subprocess.run(
+        [sys.executable, "-c", "import capsnotes, importlib.metadata as m; "
+         "print(capsnotes.__file__); m.version('capsnotes')"],
+        capture_output=True, text=True, cwd=tmp_path,
+        env=dict(os.environ, PYTHONPATH=f"{checkout}{os.pathsep}{tmp_path / 'not-installed'}"),
+    )  # fmt: skip
+    assert probe.stdout.startswith(str(checkout)) and "PackageNotFoundError" in probe.stderr
     out = tmp_path / "process"
-    result = run(
+    result = run_from_checkout(
+        checkout,
         "train",
         "--profile",
         "quick",
@@ -228,7 +288,18 @@ def test_a_run_as_a_process_of_its_own_records_what_it_chose(tmp_path, mnist_roo
         env_root=mnist_root,
     )
     assert result.returncode == 0, result.stderr
-    (details,) = json.loads((out / "history.json").read_text())["session_details"]
+    history = json.loads((out / "history.json").read_text())
+    (details,) = history["session_details"]
     assert details["fast_paths"] is True and details["routing"] == "fused"
     chosen = f"{details['convolution']}, {details['precision']}"
     assert details["step_seconds"][chosen] == min(details["step_seconds"].values())
+    assert history["capsnotes"] == details["capsnotes"] == capsnotes.__version__
+
+
+def test_without_tyro_train_says_what_to_install_and_the_rest_works(monkeypatch, capsys):
+    """The GPU machine's image has no tyro: ``train`` says so (and how to carry it);
+    the commands that need none still run."""
+    monkeypatch.setattr("capsnotes.__main__.tyro", None)
+    assert main(["train", "--profile", "quick", "--out", "x"]) == 2
+    assert "tyro, which is not installed" in capsys.readouterr().err
+    assert main(["profiles"]) == 0
