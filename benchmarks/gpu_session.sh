@@ -2,11 +2,23 @@
 # The commands a lent GPU session runs, kept here so that every number in
 # benchmarks/results/<name>-*.json and the shipped GPU model can be traced to a command.
 #
+#   bash benchmarks/gpu_session.sh preflight NAME # only the preflight (below), in seconds
 #   bash benchmarks/gpu_session.sh measure NAME   # GPU tests, a first comparison, 2 epochs
 #   bash benchmarks/gpu_session.sh ablation NAME  # the full comparison + one paper run
 #   bash benchmarks/gpu_session.sh seeds NAME     # the paper profile, seeds 0-2, seed 0 shipped
 #   bash benchmarks/gpu_session.sh campaign STAGE...  # python -m benchmarks.campaign (the
 #                                                 # stages: python -m benchmarks.campaign --help)
+#
+# Every stage starts with the preflight (python -m benchmarks.preflight): the imports,
+# the trainer's plan for the card printed, 20 steps of the paper model, a record written
+# and read back. It fails in seconds, saying what failed, instead of an hour in.
+#
+# The image has no tyro (the command line's) nor its needs: fetch their wheels here with
+# `bash benchmarks/gpu_wheels.sh` into .whl/ (git-ignored) and carry .whl with the call
+# (carry=[".whl", ".gpu_data"]); they are installed into /tmp/site below.
+#
+# Records: `measure` writes NAME-measure.json and NAME-compile.json; `ablation` and `seeds`
+# write NAME-paper.json (with its training_runs), the record chapter 14 reads.
 #
 # The campaign needs MNIST and Fashion-MNIST in .gpu_data (gzipped, as below, for both
 # MNIST/raw and FashionMNIST/raw). Its runs stay on the machine (runs/campaign); its
@@ -18,7 +30,7 @@
 #   mkdir -p .gpu_data/MNIST/raw && echo /.gpu_data/ >> .git/info/exclude
 #   for f in "$CAPSNOTES_DATA"/MNIST/raw/*-ubyte; do gzip -c "$f" > .gpu_data/MNIST/raw/"${f##*/}".gz; done
 set -uo pipefail
-stage=${1:?measure or seeds}
+stage=${1:?preflight, measure, ablation, seeds or campaign}
 name=${2:-h100}
 export PYTHONUNBUFFERED=1
 export PYTHONPATH=$PWD:$PWD/book${PYTHONPATH:+:$PYTHONPATH}  # capsnotes and capsbook, uninstalled
@@ -27,7 +39,24 @@ out=${OUT:-/tmp/capsnotes-out}
 mkdir -p "$out" runs
 stamp() { echo "[$(date -u +%T)] $*"; }
 
+if ! python3 -c "import tyro" 2>/dev/null; then
+    if ! ls .whl/*.whl >/dev/null 2>&1; then
+        echo "tyro is missing and no wheels were carried: run 'bash benchmarks/gpu_wheels.sh'" \
+            "where pip has a network, and carry .whl with the command" >&2
+        exit 2
+    fi
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site .whl/*.whl || exit 2
+    export PYTHONPATH=/tmp/site:$PYTHONPATH
+fi
+stamp preflight
+timeout 180 python3 -m benchmarks.preflight --device cuda --out runs/preflight \
+    || { echo "preflight failed: stopping before $stage" >&2; exit 1; }
+cp runs/preflight/preflight.json "$out/" 2>/dev/null
+
 case $stage in
+preflight)
+    ;;
 measure)
     nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv
     python3 -c "import torch, torchvision; print(torch.__version__, torchvision.__version__)"
@@ -36,9 +65,9 @@ measure)
     timeout 180 python3 -m pytest -q -x -p no:cacheprovider tests/test_step.py tests/test_fast.py \
         2>&1 | tail -15
     stamp compare
-    timeout 300 python3 -m benchmarks.compare --device cuda --record "$name-paper" \
+    timeout 300 python3 -m benchmarks.compare --device cuda --record "$name-measure" \
         2>&1 | tee "$out/compare.log"
-    cp "benchmarks/results/$name-paper.json" "$out/"
+    cp "benchmarks/results/$name-measure.json" "$out/"
     stamp "two epochs of the paper profile"
     timeout 90 python3 -m capsnotes train --profile paper --device cuda --epochs 2 \
         --out runs/probe --no-progress --checkpoint-every 100 2>&1 | tail -3
@@ -56,6 +85,8 @@ PY
     stamp done
     ;;
 ablation)  # ran at e70e815, whose paper profile was 100 epochs, x0.955, no averaging
+    # (that commit's compare wrote the record and the run; today's record gets the run
+    # from benchmarks.runs)
     stamp compare
     timeout 300 python3 -m benchmarks.compare --device cuda --compile \
         --larger-batches 256 512 1024 --record "$name-paper" 2>&1 | tee "$out/compare.log"
@@ -66,6 +97,8 @@ ablation)  # ran at e70e815, whose paper profile was 100 epochs, x0.955, no aver
         --device cuda --seed "$seed" --out "runs/paper-seed$seed" --no-progress \
         --checkpoint-every 1000 2>&1 | tail -3 | tee "$out/seed0.log"
     cp runs/paper-seed0/history.json "$out/seed0-history.json"
+    python3 -m benchmarks.runs --record "$name-paper" runs/paper-seed0  # training_runs
+    cp "benchmarks/results/$name-paper.json" "$out/"
     python3 tools/ship_pretrained.py runs/paper-seed0 --name mnist
     cp capsnotes/weights/mnist.safetensors capsnotes/weights/mnist.json "$out/"
     stamp done
@@ -99,7 +132,7 @@ campaign)
     stamp done
     ;;
 *)
-    echo "unknown stage $stage (measure, ablation, seeds or campaign)" >&2
+    echo "unknown stage $stage (preflight, measure, ablation, seeds or campaign)" >&2
     exit 2
     ;;
 esac

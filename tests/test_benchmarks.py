@@ -191,3 +191,51 @@ def test_a_row_that_fails_to_build_is_left_out_and_the_rest_are_timed(monkeypatc
     assert rows["  + convolutions as matmul"]["error"].startswith("RuntimeError: a kernel")
     assert rows["capsnotes"]["images_per_second"] > 0
     assert "images_per_second" in rows["capsnotes, reference code only"]
+
+
+@pytest.mark.slow
+def test_the_preflight_trains_a_few_steps_and_reads_its_record_back(tmp_path, mnist_root):
+    """What gpu_session.sh runs first, on a CPU with a small model: the imports, the plan,
+    two steps through the trainer, the record and the checkpoint read back."""
+    import dataclasses
+
+    from benchmarks.preflight import preflight
+    from capsnotes.config import profile
+    from tests.conftest import TINY
+
+    config = dataclasses.replace(profile("paper"), model=TINY, batch_size=16)
+    record = preflight(tmp_path, "cpu", steps=2, data_root=mnist_root, config=config)
+    saved = json.loads((tmp_path / "preflight.json").read_text())
+    assert saved == {k: v for k, v in record.items() if k != "preflight_seconds"}
+    assert saved["steps"] == 2 and saved["plan"]["routing"] == "fused"
+    assert saved["versions"]["tyro"] and 0 <= saved["test_accuracy"] <= 1
+
+
+def test_the_preflight_names_what_cannot_be_imported():
+    from benchmarks.preflight import check_imports
+
+    with pytest.raises(RuntimeError, match=r"cannot import no_such_module .*gpu_wheels.sh"):
+        check_imports(("torch", "no_such_module"))
+
+
+def test_every_gpu_session_stage_starts_with_the_preflight():
+    """The session script installs carried wheels where tyro is missing and runs the
+    preflight before its stage's `case`; the record chapter 14 reads is only written by
+    the stages that attach its training runs."""
+    import subprocess
+
+    from tests.conftest import REPO
+
+    script = (REPO / "benchmarks" / "gpu_session.sh").read_text()
+    script = script[script.index("set -uo pipefail") :]  # the commands, not the comments
+    assert subprocess.run(["bash", "-n", "benchmarks/gpu_session.sh"], cwd=REPO).returncode == 0
+    assert (
+        script.index(".whl/*.whl")
+        < script.index("benchmarks.preflight")
+        < script.index("case $stage in")
+    )
+    measure = script[script.index("measure)\n") : script.index("ablation)")]
+    assert '--record "$name-paper"' not in measure
+    for stage in ("ablation)", "seeds)"):
+        part = script[script.index(stage) :]
+        assert 'benchmarks.runs --record "$name-paper"' in part[: part.index(";;")]

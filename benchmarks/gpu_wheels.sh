@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The wheels the GPU machine's image lacks, fetched here (where pip reaches PyPI) into
+# .whl/ (git-ignored through .git/info/exclude), for benchmarks/gpu_session.sh to install
+# there without a network. That image (Python 3.12, torch 2.11, torchvision 0.26, with
+# safetensors, tqdm, jaxtyping, rich and typing-extensions) has no tyro, which
+# `python -m capsnotes train` builds its options with, nor tyro's docstring-parser and
+# typeguard. typing-extensions comes too: typeguard needs 4.14 or later.
+#
+#   bash benchmarks/gpu_wheels.sh          # then carry .whl with the command:
+#   run(command="bash benchmarks/gpu_session.sh preflight h100", carry=[".whl", ".gpu_data"])
+#
+# The versions are those this repository's tests run with; all four are pure-Python
+# wheels (py3-none-any), the same for every machine.
+set -euo pipefail
+cd "$(git rev-parse --show-toplevel)"
+WHEELS=(tyro==1.0.17 docstring-parser==0.18.0 typeguard==4.6.1 typing-extensions==4.16.0)
+mkdir -p .git/info .whl
+grep -qxF /.whl/ .git/info/exclude 2>/dev/null || echo /.whl/ >> .git/info/exclude
+python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 \
+    --implementation cp --dest .whl "${WHEELS[@]}"
+ls -l .whl

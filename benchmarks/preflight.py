@@ -1,0 +1,132 @@
+"""The first minute on a lent GPU: does the trainer run here? ``python -m benchmarks.preflight``
+
+In seconds rather than after an hour, it checks what a GPU session needs and stops at
+the first thing that fails, saying what it was:
+
+1. the imports: torch, torchvision, the package and the book's helpers, and tyro (the
+   command line's; benchmarks/gpu_wheels.sh fetches it where the image has none);
+2. the device, and the plan the trainer makes for the paper's model on it
+   (:func:`capsnotes.train.plan_for`), printed;
+3. ``STEPS`` training steps of the paper's model with that plan, through
+   :func:`capsnotes.train.train` (data on the device, the step, the CUDA graph where the
+   plan records one, a test, the checkpoint and the history);
+4. the record written and read back: ``OUT/preflight.json``, and the run's checkpoint
+   loaded, its history the one returned and its weights the trained ones.
+
+``benchmarks/gpu_session.sh preflight`` runs it first; the tests run it on a CPU with a
+small model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+MODULES = ("torch", "torchvision", "safetensors", "tqdm", "jaxtyping", "tyro", "capsbook")
+
+
+def check_imports(modules: tuple[str, ...] = MODULES) -> dict[str, str]:
+    """Import each of ``modules``; raise naming the ones that are missing and what to do."""
+    versions, missing = {}, []
+    for name in modules:
+        try:
+            module = importlib.import_module(name)
+        except ImportError as error:
+            missing.append(f"{name} ({error})")
+            continue
+        versions[name] = getattr(module, "__version__", "?")
+    if missing:
+        raise RuntimeError(
+            f"cannot import {', '.join(missing)}. tyro and its needs: run "
+            "`bash benchmarks/gpu_wheels.sh` where pip has a network and carry .whl "
+            "(gpu_session.sh installs it); capsbook: PYTHONPATH must hold book/"
+        )
+    return versions
+
+
+def preflight(
+    out: Path,
+    device: str = "auto",
+    steps: int = 20,
+    data_root: str | Path | None = None,
+    config: Any = None,
+) -> dict[str, Any]:
+    """Run the checks (see the module's docstring) and return the record written to
+    ``out/preflight.json``. ``config``: the model to train (default: the ``paper``
+    profile)."""
+    started = time.perf_counter()
+    versions = check_imports()
+    import torch
+
+    from capsnotes.checkpoint import load_checkpoint
+    from capsnotes.config import profile
+    from capsnotes.fast.precision import device_name, resolve_device
+    from capsnotes.train import plan_for, train
+
+    resolved = resolve_device(device)
+    config = config or profile("paper")
+    # STEPS full batches and a test on 500 digits; nothing is shifted away from the paper
+    config = dataclasses.replace(
+        config, epochs=1, train_size=steps * config.batch_size, test_size=500
+    )
+    plan = plan_for(config, resolved)
+    print(f"{device_name(resolved)}, torch {torch.__version__}: {plan.to_dict()}", flush=True)
+    result = train(
+        config, out / "run", device=resolved, data_root=data_root, resume=False, progress=False
+    )
+    history = result.history
+    record = {
+        "device": history["device"],
+        "torch": torch.__version__,
+        "versions": versions,
+        "plan": history["session_details"][-1],
+        "steps": steps,
+        "batch_size": config.batch_size,
+        "test_accuracy": history["test_accuracy"],
+        "train_seconds": history["epochs"][0]["seconds"],
+        "images_per_second": history["epochs"][0]["images_per_second"],
+    }
+    path = out / "preflight.json"
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    if json.loads(path.read_text()) != record:
+        raise RuntimeError(f"{path} does not read back as written")
+    saved = load_checkpoint(out / "run")
+    if saved.metadata["history"] != json.loads(json.dumps(history)):
+        raise RuntimeError("the checkpoint's history is not the history the run returned")
+    for name, value in result.model.state_dict().items():
+        if not torch.equal(saved.result_state[name], value.cpu()):
+            raise RuntimeError(f"the checkpoint's {name} is not the trained one")
+    record["preflight_seconds"] = time.perf_counter() - started
+    return record
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.preflight", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--out", type=Path, default=Path("runs/preflight"))
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--data-root", default=None)
+    args = parser.parse_args(argv)
+    try:
+        record = preflight(args.out, args.device, args.steps, args.data_root)
+    except Exception as error:  # every failure ends the session's first minute clearly
+        print(f"preflight failed: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
+    print(
+        f"preflight passed in {record['preflight_seconds']:.1f} s: {record['steps']} steps "
+        f"at {record['images_per_second']:.0f} images/s on {record['device']}; "
+        f"wrote {args.out / 'preflight.json'}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
