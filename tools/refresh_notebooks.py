@@ -14,17 +14,28 @@ repository root:
 ``--text`` rewrites the markdown of a notebook whose code cells are exactly those of its
 source, keeping its outputs and its pin; it refuses when any code cell differs.
 
-Set CAPSNOTES_DATA if MNIST is not in the default data folder. The outputs are those of
-the machine you run this on: commit them from a CPU run (CI compares on a CPU).
+It runs only in the pinned test environment (``constraints/test.txt``, which the README's
+test command installs) and says what differs otherwise; it records the versions that
+matter for the outputs in each notebook's metadata (``capsnotes.executed_with``), which
+``pytest --nbval`` names when its own differ (book/conftest.py). Each chapter's kernel
+runs with ATen's generic CPU kernels (``ATEN_CPU_CAPABILITY=default``, see
+:data:`KERNELS`): the tests then compare every output across kernels on any machine,
+since no CPU's default is the generic one, and an output that holds only on the CPU that
+made it fails there rather than on a reader's machine.
+
+Set CAPSNOTES_DATA if MNIST is not in the default data folder. Run it on a CPU, as CI
+compares on a CPU.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import subprocess
 import sys
 import time
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import jupytext
@@ -40,6 +51,43 @@ BOOK = REPO / "book"
 PINNED = re.compile(r'^COMMIT = "[0-9a-f]*"', re.M)
 #: What the package's code is made of, for the check that it is committed.
 PACKAGE_PATHS = ("capsnotes", "book/capsbook", "pyproject.toml")
+#: The pinned test environment (tools/pin_environment.py writes it).
+CONSTRAINTS = REPO / "constraints" / "test.txt"
+#: The environment of every chapter's kernel beyond the caller's: ATen's generic CPU
+#: kernels, which no CPU uses by default (the tests compare across kernels so).
+KERNELS = {"ATEN_CPU_CAPABILITY": "default"}
+#: The packages whose versions shape the outputs, recorded in each notebook.
+RECORDED = ("torch", "torchvision", "numpy", "matplotlib", "nbval")
+
+
+def pinned_versions(constraints: Path = CONSTRAINTS) -> dict[str, str]:
+    """``name -> version`` of every pin in ``constraints`` (``name==version`` lines)."""
+    pins = {}
+    for line in constraints.read_text().splitlines():
+        name, _, pinned = line.partition("==")
+        if pinned:
+            pins[name.strip().lower()] = pinned.strip()
+    return pins
+
+
+def check_environment(constraints: Path = CONSTRAINTS) -> dict[str, str]:
+    """The running versions of :data:`RECORDED`, after checking that every pinned package
+    that is installed here has its pinned version (the chapters' outputs depend on them)."""
+    wrong = []
+    for name, pinned in pinned_versions(constraints).items():
+        try:
+            installed = version(name)
+        except PackageNotFoundError:
+            installed = "not installed"
+        if installed != pinned:
+            wrong.append(f"{name} {installed} (pinned: {pinned})")
+    if wrong:
+        raise SystemExit(
+            "the chapters are executed in the pinned test environment; here differ: "
+            + ", ".join(wrong)
+            + f"\ninstall it: uv pip install -e '.[test]' -c {constraints.relative_to(REPO)}"
+        )
+    return {"python": sys.version.split()[0]} | {name: version(name) for name in RECORDED}
 
 
 def sources(prefixes: list[str]) -> list[Path]:
@@ -87,10 +135,14 @@ def write_notebook(notebook, cells: list, source: Path, book: dict, refs: Refere
     jupytext.write(notebook, source.with_suffix(".ipynb"), fmt="ipynb")
 
 
-def refresh(source: Path, commit: str, book: dict, refs: References) -> float:
+def refresh(
+    source: Path, commit: str, book: dict, refs: References, versions: dict[str, str]
+) -> float:
     pin(source, commit)
     notebook = jupytext.read(source)
     notebook.metadata.get("jupytext", {}).pop("formats", None)
+    kernels = " ".join(f"{name}={value}" for name, value in KERNELS.items())
+    notebook.metadata["capsnotes"] = {"executed_with": versions, "kernels": kernels}
     started = time.perf_counter()
     NotebookClient(
         notebook,
@@ -98,7 +150,7 @@ def refresh(source: Path, commit: str, book: dict, refs: References) -> float:
         kernel_name="python3",
         resources={"metadata": {"path": str(BOOK)}},
         record_timing=False,
-    ).execute()
+    ).execute(env=os.environ | KERNELS)
     seconds = time.perf_counter() - started
     for cell in notebook.cells:  # keep the files stable between runs
         cell.metadata.pop("execution", None)
@@ -140,9 +192,10 @@ def main(argv: list[str]) -> int:
             refresh_text(source, book, refs)
             print(f"{source.name}: markdown refreshed, outputs kept")
         return 0
+    versions = check_environment()
     commit = package_commit()
     for source in selected:
-        seconds = refresh(source, commit, book, refs)
+        seconds = refresh(source, commit, book, refs, versions)
         print(f"{source.name}: executed in {seconds:.1f} s (capsnotes at {commit[:12]})")
     return 0
 
