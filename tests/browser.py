@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-#: As this workplace's probe starts it: headless, as root, no background traffic.
+#: Headless, as root (no sandbox), with no background traffic: the tests' pages are local
+#: files and a local server, and the browser reaches for nothing else.
 ARGS = [
     "--no-sandbox",
     "--disable-gpu",
