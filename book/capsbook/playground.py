@@ -219,7 +219,7 @@ def _arrow(ax: Any, vector: Tensor, **style: Any) -> None:
             (0, 0),
             arrowprops={
                 "arrowstyle": "-|>",
-                "mutation_scale": 9,
+                "mutation_scale": 10,
                 "shrinkA": 0,
                 "shrinkB": 0,
                 **style,
@@ -227,24 +227,30 @@ def _arrow(ax: Any, vector: Tensor, **style: Any) -> None:
         )
 
 
+#: Line widths of the votes, in points: a coupling of 1 would draw 10 points wide.
+VOTE_WIDTH_PER_COUPLING = 10.0
+#: The markers that tell the children apart in the coupling plot, beside their colours.
+CHILD_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
+
+
 def figure(preset: Preset = DEFAULT, iterations: int = DEFAULT_ITERATIONS) -> Figure:
     """The playground's picture of ``preset`` routed with ``r = iterations`` (from
     :func:`route_by_iteration`). Top, one panel per parent: every child's vote (an
-    arrow in the child's colour, as wide as its coupling in the last iteration),
-    ``s_j`` (dashed), ``v_j`` (black) and the unit circle that ``v_j`` stays inside.
-    Below: each child's coupling to the parent it favours at the end, iteration by
-    iteration."""
+    arrow in the child's colour, numbered at its tip, as wide as its coupling in the
+    last iteration: :data:`VOTE_WIDTH_PER_COUPLING`), ``s_j`` (dashed), ``v_j`` (black)
+    and the unit circle that ``v_j`` stays inside. Below: each child's coupling to the
+    parent it favours at the end, iteration by iteration."""
     routed = route_by_iteration(preset, iterations)
     last = routed["iterations"][-1]
     u_hat = votes_tensor(preset)[0]
     parents, children = preset.parents, preset.children
     longest = max(float(u_hat.norm(dim=-1).max()), float(last["s"].norm(dim=-1).max()))
-    extent = 1.1 * max(1.0, longest)  # every vote and every s_j inside the panel
+    extent = 1.15 * max(1.0, longest)  # every vote and every s_j inside the panel
     names = [f"parent {j}" for j in range(parents)]
     with plt.rc_context({**STYLE, "axes.grid": False, "font.size": 8}):
-        fig = Figure(figsize=(6.5, 4.3), layout="constrained")
+        fig = Figure(figsize=(6.5, 4.8), layout="constrained")
         panels = fig.subplot_mosaic(
-            [names, ["couplings"] * parents], height_ratios=[1.35, 1]
+            [names, ["couplings"] * parents], height_ratios=[2.0, 1]
         )
         circle = np.linspace(0, 2 * np.pi, 200)
         for j, name in enumerate(names):
@@ -254,7 +260,18 @@ def figure(preset: Preset = DEFAULT, iterations: int = DEFAULT_ITERATIONS) -> Fi
             ax.axvline(0, color="#dddddd", lw=0.6, zorder=0)
             for i in range(children):
                 share = float(last["c"][i, j])
-                _arrow(ax, u_hat[i, j], color=CHILD_COLORS[i], lw=0.6 + 6 * share)
+                width = VOTE_WIDTH_PER_COUPLING * share
+                _arrow(ax, u_hat[i, j], color=CHILD_COLORS[i], lw=width, alpha=0.85)
+                tip = u_hat[i, j] * (1 + 0.14 / max(float(u_hat[i, j].norm()), 1e-9))
+                ax.text(
+                    *(float(a) for a in tip),
+                    str(i),
+                    color=CHILD_COLORS[i],
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    fontweight="bold",
+                )
             _arrow(ax, last["s"][j], color="#555555", lw=1.0, ls="--")
             _arrow(ax, last["v"][j], color="#000000", lw=2.4)
             ax.set_xlim(-extent, extent)
@@ -275,18 +292,26 @@ def figure(preset: Preset = DEFAULT, iterations: int = DEFAULT_ITERATIONS) -> Fi
             ax.plot(
                 steps,
                 couplings[:, i, j].numpy(),
-                "o-",
+                "-",
+                marker=CHILD_MARKERS[i],
                 color=CHILD_COLORS[i],
                 lw=1.4,
-                markersize=3.5,
+                markersize=4.5,
                 label=f"child {i} → parent {j}",
             )
         ax.axhline(1 / parents, color="#999999", lw=0.7, ls=":")
-        ax.text(iterations, 1 / parents, " even split", va="center", color="#666666")
+        ax.text(
+            iterations + 0.05, 1 / parents, "even split", va="center", color="#666666"
+        )
         ax.set_xticks(steps, [f"iteration {t}" for t in steps])
         ax.set_xlim(0.8, iterations + 0.6)
         ax.set_ylim(0, 1)
         ax.set_ylabel("coupling $c_{ij}$")
         ax.grid(True, axis="y", color="#e5e5e5")
-        ax.legend(frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
+        fig.legend(
+            *ax.get_legend_handles_labels(),
+            loc="outside lower center",
+            ncol=min(children, 3),
+            frameon=False,
+        )
     return fig
