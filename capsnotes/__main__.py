@@ -109,21 +109,27 @@ def train_config(
             "wheels: benchmarks/gpu_wheels.sh)"
         )
     auto = "paper" if torch.cuda.is_available() else "quick"
+    defaults = {
+        name: TrainCommand(profile, RunOptions(out=tyro.MISSING), PROFILES[profile])
+        for name, profile in [("auto", auto), *((name, name) for name in PROFILES)]
+    }
+    helps = {"auto": f"the default: paper on a GPU, quick otherwise (here: {auto})"}
+    helps |= {
+        name: f"the {name} profile: {text}" for name, text in PROFILE_HELP.items()
+    }
     profiles = [
         Annotated[
             TrainCommand,
             tyro.conf.subcommand(
                 name,
-                default=TrainCommand(name, RunOptions(out=tyro.MISSING), config),
-                description=f"the {name} profile: {PROFILE_HELP[name]}",
+                default=default,
+                description=helps[name],
                 prefix_name=False,
-                aliases=("auto",) if name == auto else (),
-                is_default=name == auto,
+                is_default=name == "auto",  # tyro 1.0.14 and later
             ),
         ]
-        for name, config in PROFILES.items()
+        for name, default in defaults.items()
     ]
-
     # the profile, after an optional --profile: `--profile paper` is `paper`
     marker = tyro.conf.arg(help="optional, before the profile's name")
     command_line = dataclasses.make_dataclass(
