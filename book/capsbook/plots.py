@@ -446,16 +446,16 @@ def two_colour_overlays(
     reconstructions: Tensor,
     labels: Tensor,
     predictions: Tensor,
-    ncols: int = 8,
-    size: float = 0.8,
+    ncols: int = 6,
+    size: float = 1.05,
 ) -> Figure:
-    """The paper's Figure 5: each input ``[N, 1, H, W]`` in light grey on white with its
+    """The paper's Figure 5: each input ``[N, 1, H, W]`` in grey on white with its
     two reconstructions ``[N, 2, 1, H, W]`` over it, the first in orange and the second
     in blue (Okabe–Ito's pair, told apart with the common forms of colour blindness;
     where both draw, the colours multiply to near black), titled with the labels ``[N,
     2]`` (L) and the classes read ``[N, 2]`` (R), a wrong reading in vermillion."""
     orange, blue = (torch.tensor(to_rgb(c)) for c in (COLORS[4], COLORS[0]))
-    grey = 0.3 * images[:, 0].clamp(0, 1)[..., None]  # [N, H, W, 1]
+    grey = 0.45 * images[:, 0].clamp(0, 1)[..., None]  # [N, H, W, 1]
     first = reconstructions[:, 0, 0].clamp(0, 1)[..., None]
     second = reconstructions[:, 1, 0].clamp(0, 1)[..., None]
     # [N, H, W, 3]: each drawing tints white paper like a filter of its colour
