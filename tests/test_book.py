@@ -402,3 +402,19 @@ def test_glue_keeps_nothing_where_myst_nb_is_missing(monkeypatch):
     assert calls == [(("x", "345.6%"), {"display": False}), (("n", 7), {"display": False})]
     with pytest.raises(ValueError, match="needs the format the prose shows it in"):
         glue("y", 0.1234)
+
+
+def test_bookkeeping_left_out_of_the_html_is_a_titled_form_in_colab():
+    """A cell tagged remove-cell (the glue calls and the checks of the text) runs and is
+    left out of the HTML; Colab, which honours no tags, shows it collapsed under its
+    title, and an untitled one is refused."""
+    from nbformat.v4 import new_code_cell
+
+    book = chapters()
+    title = "#@title Bookkeeping: the numbers the text quotes\nglue('x', 1)"
+    cell = new_code_cell(title, metadata={"tags": ["remove-cell"]})
+    (colab,) = colab_cells([cell], book["02_squash"], book, References())
+    assert colab.metadata["cellView"] == "form"
+    untitled = new_code_cell("glue('x', 1)", metadata={"tags": ["remove-cell"]})
+    with pytest.raises(ValueError, match="needs a #@title line"):
+        colab_cells([untitled], book["02_squash"], book, References())

@@ -282,7 +282,9 @@ def colab_cells(
             raise ValueError(
                 f"{chapter.name}: a figure must be followed by text, cell {index} is code"
             )
-        if "hide-cell" in cell.metadata.get("tags", []):
+        # collapsed in the HTML (hide-cell) or left out of it (remove-cell, the
+        # bookkeeping that glues numbers into the text): a titled form in Colab
+        if {"hide-cell", "remove-cell"} & set(cell.metadata.get("tags", [])):
             if not cell.source.startswith("#@title "):
                 raise ValueError(f"{chapter.name}: a collapsed cell needs a #@title line")
             cell.metadata["cellView"] = "form"
