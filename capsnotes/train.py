@@ -309,8 +309,8 @@ def estimate_run(
 class RunHistory:
     """A run's history (``history.json``, and the copy in its checkpoint): the record
     of every epoch, and of every call of :func:`train` that trained (a *session*) its
-    seconds, device, versions, provenance and plan; the device names every device the
-    run trained on."""
+    seconds, device, versions, provenance and plan. Its ``device`` names every device
+    the run trained on; ``torch`` and ``capsnotes`` are its first session's."""
 
     def __init__(
         self,
@@ -366,11 +366,12 @@ class RunHistory:
         """Add an epoch's record; the session's first also starts the session."""
         history = self.history
         if len(history["epochs"]) == self.done_before:
+            sessions = history.setdefault("session_details", [])
+            for earlier in sessions:  # written before a session named its device
+                earlier.setdefault("device", history["device"])
+            sessions.append(self.session | details)
             history.setdefault("sessions", []).append(0.0)
-            history.setdefault("session_details", []).append(self.session | details)
-            devices = [d.get("device") for d in history["session_details"]]
-            known = [history["device"], *filter(None, devices)]
-            history["device"] = "; ".join(dict.fromkeys(known))
+            history["device"] = "; ".join(dict.fromkeys(s["device"] for s in sessions))
         history["epochs"].append(record)
         history["sessions"][-1] = time.perf_counter() - self.started
         history["wall_seconds"] = sum(history["sessions"])

@@ -404,6 +404,9 @@ def test_a_run_continued_with_reference_then_fast_code_and_on_another_device(
     saved = load_checkpoint(tmp_path)
     assert saved.optimizer_state["param_groups"][0]["fused"] is True
     assert all(torch.isfinite(p).all() for p in result.model.parameters())
+    monkeypatch.undo()  # a fourth session, back on the first device
+    history = train(dataclasses.replace(config, epochs=4), tmp_path, **run).history
+    assert history["device"] == f"{cpu}; GPU X" and len(history["session_details"]) == 4
 
 
 @pytest.mark.slow
