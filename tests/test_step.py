@@ -389,3 +389,22 @@ def test_a_graphed_step_refuses_what_it_cannot_record():
     scaled = TrainingStep(model, optimizer, objective, torch.float16, torch.amp.GradScaler("cpu"))
     with pytest.raises(ValueError, match="loss scaler has not been run on a GPU"):
         GraphedStep(scaled, graphs=StandInGraphs())
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA GPUs")
+def test_a_graph_records_on_the_model_s_gpu_when_it_is_not_the_current_one() -> None:
+    """--device cuda:1: the step records and replays on GPU 1 while GPU 0 stays current,
+    and trains as the eager step on GPU 1 does."""
+    torch.manual_seed(0)
+    models = [CapsNet(TINY).to("cuda:1"), CapsNet(TINY).to("cuda:1")]
+    models[1].load_state_dict(models[0].state_dict())
+    optimizers = [make_optimizer(m, 1e-3, capturable=True) for m in models]
+    graphed = GraphedStep(TrainingStep(models[0], optimizers[0], objective), warmup=1)
+    eager = TrainingStep(models[1], optimizers[1], objective)
+    torch.cuda.set_device(0)
+    for seed in range(4):
+        batch = _batch(8, seed, device="cuda:1")
+        graphed(batch), eager(batch)
+    assert torch.cuda.current_device() == 0 and graphed.recordings == 1
+    for a, b in zip(models[0].parameters(), models[1].parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
