@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The commands a lent GPU session runs, kept here so that every number in
+# The commands run on a GPU machine (the H100 records: a rented one, with no network), kept
+# here so that every number in
 # benchmarks/results/<name>-*.json and the shipped GPU model can be traced to a command.
 #
 #   bash benchmarks/gpu_session.sh preflight NAME # only the preflight (below), in seconds
@@ -13,19 +14,21 @@
 # the trainer's plan for the card printed, 20 steps of the paper model, a record written
 # and read back. It fails in seconds, saying what failed, instead of an hour in.
 #
-# The image has no tyro (the command line's) nor its needs: fetch their wheels here with
-# `bash benchmarks/gpu_wheels.sh` into .whl/ (git-ignored) and carry .whl with the call
-# (carry=[".whl", ".gpu_data"]); they are installed into /tmp/site below.
+# Where the machine's Python has no tyro (the command line's) nor its needs, fetch their
+# wheels on a machine with a network (`bash benchmarks/gpu_wheels.sh`, into the git-ignored
+# .whl/) and copy .whl/ and .gpu_data/ to the GPU machine with the repository; they are
+# installed into /tmp/site below.
 #
 # Records: `measure` writes NAME-measure.json and NAME-compile.json; `ablation` and `seeds`
 # write NAME-paper.json (with its training_runs), the record chapter 14 reads.
 #
 # The campaign needs MNIST and Fashion-MNIST in .gpu_data (gzipped, as below, for both
 # MNIST/raw and FashionMNIST/raw). Its runs stay on the machine (runs/campaign); its
-# records and any shipped weights come back through $OUT (at most 8 files a call).
+# records and any shipped weights are copied to $OUT.
 #
-# Needs MNIST under $CAPSNOTES_DATA (default: .gpu_data/ in the repository, carried to
-# the machine with the command). What should come back is copied to $OUT. To make
+# Needs MNIST under $CAPSNOTES_DATA (default: .gpu_data/ in the repository, copied to
+# the machine with it). What should be kept from a stage is copied to $OUT (default
+# /tmp/capsnotes-out), the folder to bring back from the machine. To make
 # .gpu_data (11 MB, never committed) from a local copy of MNIST:
 #   mkdir -p .gpu_data/MNIST/raw && echo /.gpu_data/ >> .git/info/exclude
 #   for f in "$CAPSNOTES_DATA"/MNIST/raw/*-ubyte; do gzip -c "$f" > .gpu_data/MNIST/raw/"${f##*/}".gz; done
@@ -41,8 +44,8 @@ stamp() { echo "[$(date -u +%T)] $*"; }
 
 if ! python3 -c "import tyro" 2>/dev/null; then
     if ! ls .whl/*.whl >/dev/null 2>&1; then
-        echo "tyro is missing and no wheels were carried: run 'bash benchmarks/gpu_wheels.sh'" \
-            "where pip has a network, and carry .whl with the command" >&2
+        echo "tyro is missing and .whl/ has no wheels: run 'bash benchmarks/gpu_wheels.sh'" \
+            "where pip has a network, and copy .whl/ here with the repository" >&2
         exit 2
     fi
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \

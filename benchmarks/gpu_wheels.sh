@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# The wheels the GPU machine's image lacks, fetched here (where pip reaches PyPI) into
+# The wheels a GPU machine without a network may lack, fetched where pip reaches PyPI into
 # .whl/ (git-ignored through .git/info/exclude), for benchmarks/gpu_session.sh to install
-# there without a network. That image (Python 3.12, torch 2.11, torchvision 0.26, with
+# there. The H100 records' machine (Python 3.12, torch 2.11, torchvision 0.26, with
 # safetensors, tqdm, jaxtyping, rich and typing-extensions) has no tyro, which
 # `python -m capsnotes train` builds its options with, nor tyro's docstring-parser and
 # typeguard. typing-extensions comes too: typeguard needs 4.14 or later.
 #
-#   bash benchmarks/gpu_wheels.sh          # then carry .whl with the command:
-#   run(command="bash benchmarks/gpu_session.sh preflight h100", carry=[".whl", ".gpu_data"])
+#   bash benchmarks/gpu_wheels.sh          # then copy .whl/ to the GPU machine and run
+#   bash benchmarks/gpu_session.sh preflight h100
 #
 # The versions are those this repository's tests run with; all four are pure-Python
 # wheels (py3-none-any), the same for every machine.

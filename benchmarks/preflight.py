@@ -1,4 +1,4 @@
-"""The first minute on a lent GPU: does the trainer run here? ``python -m benchmarks.preflight``
+"""The first minute on a GPU machine: does the trainer run here? ``python -m benchmarks.preflight``
 
 In seconds rather than after an hour, it checks what a GPU session needs and stops at
 the first thing that fails, saying what it was:
@@ -44,7 +44,7 @@ def check_imports(modules: tuple[str, ...] = MODULES) -> dict[str, str]:
     if missing:
         raise RuntimeError(
             f"cannot import {', '.join(missing)}. tyro and its needs: run "
-            "`bash benchmarks/gpu_wheels.sh` where pip has a network and carry .whl "
+            "`bash benchmarks/gpu_wheels.sh` where pip has a network and copy .whl/ "
             "(gpu_session.sh installs it); capsbook: PYTHONPATH must hold book/"
         )
     return versions
