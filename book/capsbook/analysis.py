@@ -97,7 +97,7 @@ def routing_statistics(
         lengths = u.norm(dim=-1)  # [B, I]
         _, passes = route_parents_first(votes, deepest)
         for r, (c, _, v) in enumerate(passes, start=1):  # c: [B, O, I]
-            h = torch.special.entr(c).sum(dim=1)  # [B, I]
+            h = torch.special.entr(c.double()).sum(dim=1)  # [B, I], in float64
             entropy[r - 1] += h.sum().item()
             weighted[r - 1] += (h * lengths).sum().item()
             top[r - 1] += c.amax(dim=1).sum().item()
