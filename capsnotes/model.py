@@ -79,7 +79,7 @@ class CapsNetOutput(NamedTuple):
     """What :class:`CapsNet` returns for a batch of ``B`` images."""
 
     capsules: Tensor  #: ``[B, num_classes, digit_dim]``, the digit capsules ``v_j``
-    lengths: Tensor  #: ``[B, num_classes]``, ``‖v_j‖``: the class probabilities
+    lengths: Tensor  #: ``[B, num_classes]``, ``‖v_j‖``, one probability per class
     predictions: Tensor  #: ``[B]``, the longest capsule
     reconstructions: Tensor  #: ``[B, C, H, W]``, the decoder's image
 

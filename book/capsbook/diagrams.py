@@ -232,7 +232,7 @@ def architecture(model: CapsNet) -> Diagram:
     left = [
         (
             "lengths",
-            r"lengths $\|v_j\|$: the class" "\nprobabilities → margin loss",
+            r"lengths $\|v_j\|$: separate class" "\nprobabilities → margin loss",
             GREEN,
         ),
     ]
@@ -486,7 +486,7 @@ def reshaped_grouping(model: CapsNet, channels: int = 2) -> Diagram:
                         va="center",
                         fontsize=8,
                     )
-    two = f" (capsule {marked}, orange: of two)" if straddling else ""
+    two = f" (capsule {marked}, orange: of two channels)" if straddling else ""
     ax.text(
         0.15,
         top - rows * cell - 0.2,

@@ -258,7 +258,8 @@ def figure(preset: Preset = DEFAULT, iterations: int = DEFAULT_ITERATIONS) -> Fi
             ax.plot(np.cos(circle), np.sin(circle), color="#999999", lw=0.7, ls=":")
             ax.axhline(0, color="#dddddd", lw=0.6, zorder=0)
             ax.axvline(0, color="#dddddd", lw=0.6, zorder=0)
-            for i in range(children):
+            # the widest votes first, so that a narrow one is not hidden under them
+            for i in sorted(range(children), key=lambda i: -float(last["c"][i, j])):
                 share = float(last["c"][i, j])
                 width = VOTE_WIDTH_PER_COUPLING * share
                 _arrow(ax, u_hat[i, j], color=CHILD_COLORS[i], lw=width, alpha=0.85)
@@ -289,8 +290,10 @@ def figure(preset: Preset = DEFAULT, iterations: int = DEFAULT_ITERATIONS) -> Fi
         steps = np.arange(1, iterations + 1)
         for i in range(children):
             j = int(favourite[i])
+            # each child's points a little to one side, so that equal couplings still
+            # show every child's line
             ax.plot(
-                steps,
+                steps + 0.04 * (i - (children - 1) / 2),
                 couplings[:, i, j].numpy(),
                 "-",
                 marker=CHILD_MARKERS[i],
@@ -301,7 +304,11 @@ def figure(preset: Preset = DEFAULT, iterations: int = DEFAULT_ITERATIONS) -> Fi
             )
         ax.axhline(1 / parents, color="#999999", lw=0.7, ls=":")
         ax.text(
-            iterations + 0.05, 1 / parents, "even split", va="center", color="#666666"
+            iterations + 0.15,
+            1 / parents + 0.02,
+            "even split",
+            va="bottom",
+            color="#666666",
         )
         ax.set_xticks(steps, [f"iteration {t}" for t in steps])
         ax.set_xlim(0.8, iterations + 0.6)
