@@ -6,8 +6,9 @@ For each seed, the ``quick`` profile and one epoch of the ``paper`` profile trai
 with the trainer (:func:`capsnotes.train.train`): once with ``mixed_precision`` off
 (float32 throughout) and once with it on, where the trainer times float32 and bf16
 autocast on the real batch and, on a CPU with bf16 units, picks bf16 (the record says
-what it picked). Same seed, same initial weights, same batches: the only difference is
-the precision of the forward pass. The record (``benchmarks/results/NAME.json``) keeps
+what it picked). Same seed, same initial weights, same batches: what differs is the
+precision of the forward pass, and with it the convolution the trainer's timing chose for
+each (the record names both). The record (``benchmarks/results/NAME.json``) keeps
 per run the test accuracy, the losses of every step, the seconds and the chosen
 implementation, so that the difference between precisions can be set against the spread
 between seeds. Runs live in ``--runs`` and resume there.
