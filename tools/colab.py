@@ -172,8 +172,8 @@ EXPLORER = re.compile(
 )
 EXPLORER_NOTE = (
     f"*The interactive explorer of this section runs in the [HTML book]({HOSTED}/"
-    "09_what_capsules_learned.html), in the browser; the cell below does the same with "
-    "ipywidgets.*"
+    "09_what_capsules_learned.html), in the browser; the cell below builds a simpler one "
+    "with ipywidgets.*"
 )
 
 

@@ -465,8 +465,9 @@ def equivariance_figure(
     """What :func:`summarize` measured, one column per kind of transformation in
     ``steps`` (against its amount) and one line per model of ``summaries`` (name →
     table): the true class's median score (row 1), the median angle its vector turned
-    (row 2), and the share of that turn a linear map misses, in percent (row 3,
-    ``missed``; 100%: the map does no better than "no movement"). ``width`` inches
+    (row 2), and ``missed`` in percent (row 3): the median angle by which the held-out
+    maps miss over the median angle between original and moved vector, both in the
+    maps' space (100%: the maps do no better than "no movement"). ``width`` inches
     wide (the book's column: 6.5), with 8-point text."""
     kinds = list(dict.fromkeys(step.kind for step in steps))
     style = {**STYLE, "font.size": 8, "legend.fontsize": 8}
@@ -497,7 +498,7 @@ def equivariance_figure(
             axes[2, col].axhline(100, color="#777777", linewidth=0.8, linestyle="--")
         axes[0, 0].set_ylabel("true class: median\nlength or probability")
         axes[1, 0].set_ylabel("median angle turned\nfrom the original (°)")
-        axes[2, 0].set_ylabel("share of the turn a\nlinear map misses (%)")
+        axes[2, 0].set_ylabel("median miss of the maps\nover median move (%)")
         axes[0, 0].set_ylim(top=1.02)
         axes[1, 0].set_ylim(bottom=0)
         axes[2, 0].set_ylim(0, 110)
