@@ -45,6 +45,7 @@ from torch import Tensor, nn
 
 from capsbook.plots import COLORS, STYLE, new_figure
 from capsnotes import CapsNet, checks
+from capsnotes.affine import AffineParameters, warp
 from capsnotes.convnet import ConvNet
 
 #: The three kinds of transformation, with the unit of their amount.
@@ -83,31 +84,17 @@ def shift_images(images: Tensor, dx: int, dy: int) -> Tensor:
 
 
 def rotate_images(images: Tensor, degrees: float) -> Tensor:
-    """``images`` ``[B, C, H, W]`` turned ``degrees`` counter-clockwise about their
-    centre, bilinearly interpolated, with zeros where the turned image has no pixel.
-    A whole number of turns (0°, 360°) returns the images unchanged: interpolating
-    at the pixel centres themselves would only add rounding."""
+    """``images`` ``[B, C, H, W]`` (square) turned ``degrees`` counter-clockwise about
+    their centre by :func:`capsnotes.affine.warp` (bilinear, zeros where the turned
+    image has no pixel). A whole number of turns (0°, 360°) returns the images
+    unchanged: interpolating at the pixel centres themselves would only add rounding."""
     _images(images)
     if isinstance(degrees, bool) or not isinstance(degrees, (int, float)):
         raise TypeError(f"degrees must be a number, got {type(degrees).__name__}")
     if degrees % 360 == 0:
         return images.clone()
-    angle = math.radians(degrees)
-    cos, sin = math.cos(angle), math.sin(angle)
-    batch, _, height, width = images.shape
-    # affine_grid maps each output pixel (x right, y down, in [-1, 1]) to the input
-    # point it samples: turning the picture counter-clockwise on screen samples from
-    # the point turned clockwise, [x, y] -> [cos x - sin y, sin x + cos y]; on a
-    # non-square image x and y are scaled to pixels first (width/height factors).
-    theta = torch.tensor(
-        [[cos, -sin * height / width, 0.0], [sin * width / height, cos, 0.0]],
-        dtype=images.dtype,
-        device=images.device,
-    )
-    grid = F.affine_grid(
-        theta.expand(batch, 2, 3), list(images.shape), align_corners=False
-    )
-    return F.grid_sample(images, grid, mode="bilinear", align_corners=False)
+    turn = AffineParameters.identity(len(images)).replace(rotation_degrees=degrees)
+    return warp(images, turn)
 
 
 @dataclass(frozen=True)
