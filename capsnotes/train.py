@@ -189,7 +189,6 @@ def time_on_cpu(
         lambda: build_model(config),
         config.objective,
         sample,
-        mixed_precision="precision" in plan.timed,
         convolutions=CONVOLUTIONS
         if "convolution" in plan.timed
         else [plan.convolution],
