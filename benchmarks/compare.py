@@ -442,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": "python -m benchmarks.compare "
         + " ".join(sys.argv[1:] if argv is None else argv),
         "allocator": allocator_setting(),
-        "plan": plan_for(TrainConfig(batch_size=batch_size), device).to_dict(),
+        "plan": rows["capsnotes"]["plan"],  # as it ran: on a CPU, its timed choices
         "batch_size": batch_size,
         "steps_per_round": steps,
         "rounds": args.rounds,
