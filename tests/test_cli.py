@@ -54,16 +54,23 @@ metadata.distribution = distribution
 """
 
 
+def not_installed_env(checkout) -> dict[str, str]:
+    """The environment of a process that imports capsnotes from ``checkout`` only: the
+    checkout first on ``PYTHONPATH``, then a ``sitecustomize`` that hides the installed
+    package (its metadata, and the installed copy behind the checkout on the path)."""
+    site = checkout.parent / "not-installed"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(NOT_INSTALLED)
+    return dict(os.environ, PYTHONPATH=f"{checkout}{os.pathsep}{site}")
+
+
 def run_from_checkout(
     checkout, *args: str, env_root=None, timeout: int = 600
 ) -> subprocess.CompletedProcess:
     """``PYTHONPATH=CHECKOUT python -m capsnotes ARGS`` in a process of its own, with the
     installed package out of sight (its metadata, and the installed copy behind the
     checkout on the path)."""
-    site = checkout.parent / "not-installed"
-    site.mkdir(exist_ok=True)
-    (site / "sitecustomize.py").write_text(NOT_INSTALLED)
-    env = dict(os.environ, PYTHONPATH=f"{checkout}{os.pathsep}{site}")
+    env = not_installed_env(checkout)
     if env_root is not None:
         env["CAPSNOTES_DATA"] = str(env_root)
     return subprocess.run(
@@ -256,13 +263,10 @@ def test_a_run_from_a_checkout_that_is_not_installed_records_what_it_chose(tmp_p
     checkout's version."""
     checkout = tmp_path / "checkout"
     shutil.copytree(REPO / "capsnotes", checkout / "capsnotes")
-    (tmp_path / "not-installed").mkdir()
-    (tmp_path / "not-installed" / "sitecustomize.py").write_text(NOT_INSTALLED)
     probe = subprocess.run(  # which capsnotes the process imports; none is installed
         [sys.executable, "-c", "import capsnotes, importlib.metadata as m; "
          "print(capsnotes.__file__); m.version('capsnotes')"],
-        capture_output=True, text=True, cwd=tmp_path,
-        env=dict(os.environ, PYTHONPATH=f"{checkout}{os.pathsep}{tmp_path / 'not-installed'}"),
+        capture_output=True, text=True, cwd=tmp_path, env=not_installed_env(checkout),
     )  # fmt: skip
     assert probe.stdout.startswith(str(checkout)) and "PackageNotFoundError" in probe.stderr
     out = tmp_path / "process"

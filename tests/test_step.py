@@ -238,9 +238,9 @@ def no_host_reads():
             setattr(torch.Tensor, name, method)
 
 
-def scaled_update(model, optimizer, scaler, batch) -> None:
-    """The loss-scaling half of training_step: forward in float16, scaled backward,
-    then (the part under test) the scaler's step and update."""
+def scaled_backward(model, scaler, batch) -> None:
+    """What training_step does before the scaler's step and update (the part under
+    test, which the caller runs): forward in float16, then the scaled backward."""
     with torch.autocast("cpu", torch.float16, cache_enabled=False):
         output = model(*batch[:2])
     scaler.scale(objective(output, *batch).total).backward()
@@ -256,7 +256,7 @@ def test_with_fused_adam_the_loss_scaler_reads_nothing_on_the_host():
         model = CapsNet(TINY)
         optimizer = make_optimizer(model, 1e-3, fused=fused)
         scaler = torch.amp.GradScaler("cpu")
-        scaled_update(model, optimizer, scaler, _batch(4, seed=0))
+        scaled_backward(model, scaler, _batch(4, seed=0))
         reads = contextlib.nullcontext() if fused else pytest.raises(AssertionError)
         with reads, no_host_reads():
             scaler.step(optimizer)
