@@ -14,6 +14,10 @@ resumes from its own checkpoint too):
 * ``multimnist`` — two overlapping digits (:mod:`capsnotes.multimnist`), trained by the
   same trainer with fresh pairs every epoch and tested on one pair per test digit; the
   model is shipped into ``OUT/weights``.
+* ``multimnist_controls`` — MultiMNIST with its controls: CapsNet with r = 1 and r = 3
+  (both with the reconstruction loss, as the paper's rows) and a baseline CNN, the same
+  pairs, epochs and schedule, several seeds each, tested on the same pairs, with paired
+  counts of the pairs one row reads and the other does not.
 * ``affine40`` — trained on MNIST placed at random on a 40×40 canvas, tested on
   affine-warped digits on that canvas (:mod:`capsnotes.affine`), CapsNet against the
   paper's baseline CNN.
@@ -50,23 +54,32 @@ import torch
 from capsbook.analysis import routing_statistics
 from capsnotes.affine import AffineParameters, AffineRanges, accuracy, random_affine_parameters
 from capsnotes.checkpoint import load_checkpoint, load_model_state
-from capsnotes.config import TEST_PAIRS_SEED, TrainConfig, build_model, profile
+from capsnotes.config import TEST_PAIRS_SEED, TrainConfig, build_model, load_run_data, profile
 from capsnotes.data import data_root, load_dataset
+from capsnotes.evaluation import evaluate
 from capsnotes.fast.precision import device_name, resolve_device
 from capsnotes.files import write_json
-from capsnotes.multimnist import CANVAS, MAX_SHIFT
+from capsnotes.multimnist import CANVAS, MAX_SHIFT, both_right
 from capsnotes.pretrained import load_pretrained
 from capsnotes.train import plan_for, train
 from tools.ship_pretrained import save_pretrained
 
-STAGES = ("table1", "paper", "multimnist", "affine40", "fashion", "speed")
+STAGES = (
+    "table1",
+    "paper",
+    "multimnist",
+    "multimnist_controls",
+    "affine40",
+    "fashion",
+    "speed",
+)
 
 #: The paper's Table 1 (test error in %, mean ± standard deviation over three trials
 #: where it gives one) and its MultiMNIST errors.
 PAPER_TABLE1 = {
     "baseline": {"mnist": 0.39, "multimnist": 8.1},
     "r=1, no reconstruction": {"mnist": 0.34, "mnist_std": 0.032},
-    "r=1, reconstruction": {"mnist": 0.29, "mnist_std": 0.011},
+    "r=1, reconstruction": {"mnist": 0.29, "mnist_std": 0.011, "multimnist": 7.5},
     "r=3, no reconstruction": {"mnist": 0.35, "mnist_std": 0.036},
     "r=3, reconstruction": {"mnist": 0.25, "mnist_std": 0.005, "multimnist": 5.2},
 }
@@ -94,6 +107,13 @@ class Budget:
         default_factory=lambda: {"epochs": 10, "train_size": 240_000}
     )
     multimnist_test: int | None = None
+    #: MultiMNIST's controls: the CapsNets' sizes (both r), the CNN's (ConvNetConfig
+    #: fields of the multimnist-cnn profile), and the run every row trains
+    controls_capsnet: dict[str, Any] = dataclasses.field(default_factory=dict)
+    controls_cnn: dict[str, Any] = dataclasses.field(default_factory=dict)
+    controls_run: dict[str, Any] = dataclasses.field(
+        default_factory=lambda: {"epochs": 10, "train_size": 240_000}
+    )
     affine40_epochs: int = 30
     affine40_test: int | None = None  #: warped test digits (None: all 10,000)
     #: fields of every TrainConfig (--smoke)
@@ -115,7 +135,7 @@ FULL = Budget(
 #: book (benchmarks/results/cpu-amd-zen5-2core-widths.json): see ``reason``.
 CPU = Budget(
     name="cpu",
-    stages=("table1", "multimnist"),
+    stages=("table1", "multimnist", "multimnist_controls"),
     reason=(
         "the paper's model trains at 394 images/s on this 2-core CPU, 2.5 minutes an "
         "epoch: Table 1's 15 runs at the paper's width would take 9 hours for 15 epochs. "
@@ -125,13 +145,21 @@ CPU = Budget(
         "about 70 minutes for all 15 runs. MultiMNIST's 36x36 pairs need the width: with "
         "128 channels and 16 types (0.86 GFLOP) they train at 454 pairs/s, so 25 epochs "
         "of 60,000 fresh pairs take about an hour. Everything else is the paper's "
-        "protocol (benchmarks/results/cpu-amd-zen5-2core-widths.json)"
+        "protocol (benchmarks/results/cpu-amd-zen5-2core-widths.json). MultiMNIST's "
+        "controls ran on a 2-core AMD EPYC Zen 3 (family 25, model 1: AVX2, no bf16 "
+        "units, so float32), one thread per run, where the 64/8 CapsNet trains at 103 "
+        "pairs/s with r = 3 and 128 with r = 1 (0.25 GFLOP per pair) and the CNN of the "
+        "cnn profile on the 36x36 canvas at 310 (0.16 GFLOP, 1.9M parameters against the "
+        "CapsNet's 3.3M): 8 epochs of 30,000 fresh pairs, three seeds of each row, take "
+        "about 4.1 hours of one core, plus the tests"
     ),
     capsnet={"conv_channels": 64, "primary_channels": 8},
     table1_cnn_profile="cnn",
     table1_run={"epochs": 15, "lr_decay": 0.85},
     multimnist_capsnet={"conv_channels": 128, "primary_channels": 16},
     multimnist_run={"epochs": 25, "train_size": 60_000, "lr_decay": 0.95},
+    controls_capsnet={"conv_channels": 64, "primary_channels": 8},
+    controls_run={"epochs": 8, "train_size": 30_000, "lr_decay": 0.95},
 )
 
 SCALES = {"full": FULL, "cpu": CPU}
@@ -149,6 +177,9 @@ def smoke(budget: Budget) -> Budget:
         table1_run={"epochs": 1, "batch_size": 32, "train_size": 96, "test_size": 200},
         multimnist_capsnet=tiny_capsnet,
         multimnist_run={"epochs": 1, "batch_size": 32, "train_size": 96},
+        controls_capsnet=tiny_capsnet,
+        controls_cnn={"channels": (8, 8, 4), "hidden": (16, 8)},
+        controls_run={"epochs": 1, "batch_size": 32, "train_size": 96},
         affine40_epochs=1,
         affine40_test=500,
         overrides={"epochs": 1, "batch_size": 32, "train_size": 96, "test_size": 200},
@@ -173,7 +204,7 @@ class Campaign:
         (model fields) replaced."""
         return profile(name, **(self.budget.overrides | fields), model=model or {})
 
-    def train(self, config: TrainConfig, folder: str) -> dict[str, Any]:
+    def train(self, config: TrainConfig, folder: str, checkpoint_every: int = 25) -> dict[str, Any]:
         result = train(
             config,
             self.runs / folder,
@@ -181,7 +212,7 @@ class Campaign:
             data_root=self.data_root,
             progress=False,
             on_epoch_end=self._report(folder) if self.progress else None,
-            checkpoint_every=25,
+            checkpoint_every=checkpoint_every,
             provenance={"command": self.command, "campaign_run": folder},
         )
         return result.history
@@ -373,6 +404,99 @@ def _multimnist(c: Campaign) -> dict[str, Any]:
     }
 
 
+#: MultiMNIST's rows: the profile, the model's changes and the folder name of each
+CONTROL_ROWS = {
+    "r=3": ("multimnist", {"routing_iterations": 3}, "r3"),
+    "r=1": ("multimnist", {"routing_iterations": 1}, "r1"),
+    "baseline": ("multimnist-cnn", {}, "cnn"),
+}
+
+
+def _pairs_read(c: Campaign, folder: str, config: TrainConfig) -> torch.Tensor:
+    """Which of the test pairs the trained run in ``folder`` reads right (both digits)."""
+    _, test_pairs = load_run_data(config, c.device, c.data_root)
+    model = c.load_model(folder, config)
+    predictions = evaluate(model, test_pairs, return_outputs=True)["predictions"]
+    return both_right(predictions, test_pairs.labels.cpu())
+
+
+def _multimnist_controls(c: Campaign) -> dict[str, Any]:
+    rows: dict[str, dict[str, Any]] = {key: {"key": key, "seeds": []} for key in CONTROL_ROWS}
+    read: dict[str, list[torch.Tensor]] = {key: [] for key in CONTROL_ROWS}
+    for seed in c.budget.seeds:  # seed by seed, so that a partial campaign has whole seeds
+        for key, (name, changes, slug) in CONTROL_ROWS.items():
+            sizes = c.budget.controls_cnn if name == "multimnist-cnn" else c.budget.controls_capsnet
+            config = c.config(
+                name,
+                sizes | changes | {"image_size": CANVAS},
+                max_shift=MAX_SHIFT,
+                test_size=None,
+                seed=seed,
+                **c.budget.controls_run,
+            )
+            folder = f"multimnist_controls/{slug}-seed{seed}"
+            history = c.train(config, folder, checkpoint_every=1)  # resumable epoch by epoch
+            right = _pairs_read(c, folder, config)
+            read[key].append(right)
+            row = rows[key]
+            row["seeds"].append(seed)
+            for field_name, value in (
+                ("test_errors", 1 - history["test_accuracy"]),
+                ("test_errors_per_epoch", [1 - e["test_accuracy"] for e in history["epochs"]]),
+                ("wall_seconds", history["wall_seconds"]),
+                (
+                    "pairs_per_second",
+                    statistics.fmean(e["images_per_second"] for e in history["epochs"]),
+                ),
+                ("implementations", history["session_details"][-1]),
+                # the pairs read wrong, as a bit per pair (hex, pair 0 the lowest bit)
+                ("wrong_pairs_hex", hex(sum(1 << int(i) for i in (~right).nonzero()))),
+            ):
+                row.setdefault(field_name, []).append(value)
+            row["architecture"] = config.architecture
+            row["model_config"] = dataclasses.asdict(config.model)
+            row["train_config"] = {k: v for k, v in config.to_dict().items() if k != "model"}
+            row["parameters"] = sum(p.numel() for p in build_model(config).parameters())
+            row["test_count"] = len(right)
+            # the trainer's count and this one's agree (both digits right)
+            assert abs((1 - right.float().mean().item()) - row["test_errors"][-1]) < 1e-9
+    for row in rows.values():
+        row["test_error"] = _spread(row["test_errors"])
+    paired = {}
+    for first, second in (("r=3", "r=1"), ("r=3", "baseline"), ("r=1", "baseline")):
+        per_seed = [
+            {
+                # pairs the first row reads and the second does not, and the other way
+                "only_first": int((a & ~b).sum()),
+                "only_second": int((b & ~a).sum()),
+                "first_minus_second_error": int((b & ~a).sum() - (a & ~b).sum()) / len(a),
+            }
+            for a, b in zip(read[first], read[second], strict=True)
+        ]
+        paired[f"{first} vs {second}"] = {
+            "per_seed": per_seed,
+            "first_minus_second_error": _spread([p["first_minus_second_error"] for p in per_seed]),
+        }
+    return {
+        "rows": list(rows.values()),
+        "paired": paired,
+        "pairs": {
+            "canvas": CANVAS,
+            "max_shift": MAX_SHIFT,
+            "test_pairs": "one per test digit",
+            "test_seed": TEST_PAIRS_SEED,
+        },
+        "paper_test_error_percent": {
+            key: PAPER_TABLE1[paper_key]["multimnist"]
+            for key, paper_key in (
+                ("r=3", "r=3, reconstruction"),
+                ("r=1", "r=1, reconstruction"),
+                ("baseline", "baseline"),
+            )
+        },
+    }
+
+
 def _ship(c: Campaign, name: str, folder: str, accuracy_to_beat: float, best: float) -> dict:
     """Ship the run in ``folder`` as ``OUT/weights/<name>`` if it beats the shipped one
     (in --smoke always, to exercise the step)."""
@@ -506,6 +630,7 @@ STAGE_FUNCTIONS: dict[str, Callable[[Campaign], dict[str, Any]]] = {
     "table1": _table1,
     "paper": _paper,
     "multimnist": _multimnist,
+    "multimnist_controls": _multimnist_controls,
     "affine40": _affine40,
     "fashion": _fashion,
     "speed": _speed,
@@ -553,12 +678,17 @@ def run_campaign(
     runs: str | Path | None = None,
     command: str = "",
     progress: bool = False,
+    seeds: tuple[int, ...] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Run ``stages`` (default: all of the scale's, in order); returns the records
-    written by this call."""
+    written by this call. ``seeds`` replaces the scale's seeds: a second process given
+    other seeds and the same ``runs`` trains them beside the first, whose records then
+    find those runs finished."""
     budget = SCALES[scale]
     if smoke_run:
         budget = smoke(budget)
+    if seeds is not None:
+        budget = dataclasses.replace(budget, seeds=tuple(seeds))
     stages = stages_to_run(scale, stages)
     out = Path(out)
     preflight(stages, data_root, out)
@@ -599,6 +729,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="auto", help="auto (default), cpu, cuda")
     parser.add_argument("--data-root", metavar="PATH", help="data folder")
     parser.add_argument("--progress", action="store_true", help="report each epoch")
+    parser.add_argument(
+        "--seeds", nargs="+", type=int, metavar="SEED", help="these seeds instead of the scale's"
+    )
     args = parser.parse_args(argv)
     try:
         stages_to_run(args.scale, args.stages)
@@ -612,6 +745,7 @@ def main(argv: list[str] | None = None) -> int:
             runs=args.runs,
             command="python -m benchmarks.campaign " + shlex.join(argv),
             progress=args.progress,
+            seeds=args.seeds,
         )
     except (ValueError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)

@@ -53,9 +53,9 @@ complete); with a larger --epochs it extends a finished run exactly as a longer 
 would have gone.
 
 --profile NAME (or NAME alone) picks the defaults (python -m capsnotes profiles prints
-them): quick, paper, cnn, paper-cnn, multimnist, or auto (the default: paper on a GPU,
-quick otherwise). Every option after it overrides one field of the profile
-(python -m capsnotes train --profile NAME --help lists them).
+them): quick, paper, cnn, paper-cnn, multimnist, multimnist-cnn, or auto (the default:
+paper on a GPU, quick otherwise). Every option after it overrides one field of the
+profile (python -m capsnotes train --profile NAME --help lists them).
 """
 
 #: What each profile trains, in a line (capsnotes.config describes them).
@@ -65,6 +65,7 @@ PROFILE_HELP = {
     "cnn": "the CPU-sized baseline CNN on all of MNIST",
     "paper-cnn": "the paper's 35.4M-parameter baseline CNN",
     "multimnist": "two overlapping digits, at the width a 2-core CPU trains in hours",
+    "multimnist-cnn": "the CPU-sized baseline CNN on the same overlapping digits",
 }
 
 

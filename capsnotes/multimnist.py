@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from . import checks
+from .convnet import ConvNet, ConvNetOutput
 from .data import ImageSet, random_shift
 from .losses import Loss, capsnet_loss
 from .model import CapsNet
@@ -191,6 +192,31 @@ def pair_loss(
     # [B, classes]
     presence = F.one_hot(labels, output.capsules.shape[1]).sum(dim=1).clamp(max=1)
     return capsnet_loss(output, parts, presence, reconstruction_weight)
+
+
+class PairedConvNet(ConvNet):
+    """The baseline CNN for two digits: the same layers, with the two largest class
+    scores as its reading (the CapsNet's two longest capsules)."""
+
+    def forward(  # type: ignore[override]
+        self, images: Tensor, labels: Tensor | None = None
+    ) -> ConvNetOutput:
+        logits = super().forward(images).logits
+        return ConvNetOutput(logits, logits.topk(2, dim=1).indices.sort(dim=1).values)
+
+
+def pair_cross_entropy(
+    output: ConvNetOutput, images: Tensor, labels: Tensor, parts: Tensor
+) -> Loss:
+    """The CNN's objective for two digits: each class's score a separate sigmoid, its
+    binary cross-entropy against the class's presence, summed over the classes and
+    averaged over the batch (``images`` and ``parts`` are unused)."""
+    presence = F.one_hot(labels, output.logits.shape[1]).sum(dim=1).clamp(max=1)
+    per_class = F.binary_cross_entropy_with_logits(
+        output.logits.float(), presence.float(), reduction="none"
+    )
+    loss = per_class.sum(dim=1).mean()
+    return Loss(loss, {"cross_entropy": loss.detach()})
 
 
 def both_right(predictions: Tensor, labels: Tensor) -> Tensor:

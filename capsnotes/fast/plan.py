@@ -51,6 +51,12 @@ def gpu_precision(capability: tuple[int, int]) -> str:
     return "float32"
 
 
+def has_capsule_layers(architecture: str) -> bool:
+    """Whether a model of ``architecture`` has CapsNet's layers to swap for fast ones
+    (the CNNs, ``cnn`` and ``cnn-pairs``, have none)."""
+    return architecture.startswith("capsnet")
+
+
 def version_tuple(version: str) -> tuple[int, int]:
     """``"2.11.0+cu130"`` → ``(2, 11)``."""
     found = re.match(r"(\d+)\.(\d+)", version)
@@ -123,9 +129,10 @@ class Plan:
             ("routing", self.routing, ROUTINGS),
             ("convolution", self.convolution, CONVOLUTIONS),
         ):
-            if self.architecture == "cnn" and value is not None:
+            capsnet = has_capsule_layers(self.architecture)
+            if not capsnet and value is not None:
                 raise ValueError(f"the CNN has no {name} to choose (it must be None)")
-            if self.architecture != "cnn" and value not in known:
+            if capsnet and value not in known:
                 raise ValueError(f"{name} must be one of {known}, got {value!r}")
         if self.precision not in DTYPES:
             raise ValueError(
@@ -203,7 +210,7 @@ def plan_run(
     if cuda and capability is None:
         raise ValueError("a CUDA plan needs the GPU's compute capability, e.g. (7, 5)")
     fast = not reference
-    capsnet = config.architecture != "cnn"  # the CNN has no layers of CapsNet's to swap
+    capsnet = has_capsule_layers(config.architecture)
     precision = "float32"
     if fast and config.mixed_precision and cuda:
         precision = gpu_precision(capability)
