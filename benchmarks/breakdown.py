@@ -28,11 +28,11 @@ import torch
 
 from capsbook.analysis import training_flops
 from capsnotes import CapsNet
-from capsnotes.config import TrainConfig, build_model
+from capsnotes.training.config import TrainConfig, build_model
 from capsnotes.data import data_root, load_dataset
 from capsnotes.fast.precision import device_name, resolve_device
-from capsnotes.step import TrainingStep
-from capsnotes.train import build_run
+from capsnotes.training.step import TrainingStep
+from capsnotes.training.train import build_run
 
 #: timeline segment → the part of the model it is charged to
 PARTS = {
@@ -104,7 +104,7 @@ def breakdown(device: torch.device, batch_size: int, repeats: int, root=None) ->
     data = load_dataset("mnist", train=True, root=root, download=False).to(device)
     config = TrainConfig(batch_size=batch_size)
     # The trainer's run (model, implementations, precision, optimizer) and its very step,
-    # :func:`capsnotes.step.training_step`, with stamps where the loss is computed and
+    # :func:`capsnotes.training.step.training_step`, with stamps where the loss is computed and
     # where the optimizer starts; only the CUDA graph is left out, since its replay
     # cannot be divided.
     sample = next(data.batches(batch_size)) if device.type == "cpu" else None

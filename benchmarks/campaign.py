@@ -11,7 +11,7 @@ resumes from its own checkpoint too):
 * ``paper`` — the ``paper`` profile over several seeds, with and without a moving
   average of the weights; the better variant's best run is shipped into ``OUT/weights``
   when it beats the model that ships with the package.
-* ``multimnist`` — two overlapping digits (:mod:`capsnotes.multimnist`), trained by the
+* ``multimnist`` — two overlapping digits (:mod:`capsnotes.experiments.multimnist`), trained by the
   same trainer with fresh pairs every epoch and tested on one pair per test digit; the
   model is shipped into ``OUT/weights``.
 * ``multimnist_controls`` — MultiMNIST with its controls: CapsNet with r = 1 and r = 3
@@ -19,7 +19,7 @@ resumes from its own checkpoint too):
   pairs, epochs and schedule, several seeds each, tested on the same pairs, with paired
   counts of the pairs one row reads and the other does not.
 * ``affine40`` — trained on MNIST placed at random on a 40×40 canvas, tested on
-  affine-warped digits on that canvas (:mod:`capsnotes.affine`), CapsNet against the
+  affine-warped digits on that canvas (:mod:`capsnotes.experiments.affine`), CapsNet against the
   paper's baseline CNN.
 * ``fashion`` — the ``paper`` profile on Fashion-MNIST, shipped into ``OUT/weights``
   when it beats the CPU-trained model of the package.
@@ -31,7 +31,7 @@ reasons are in :data:`SCALES`). ``--smoke`` runs the chosen scale's stages on ti
 subsets with tiny models, in a minute or two on any machine (the tests run it).
 
 The campaign orders runs and writes records; every run is trained by
-:func:`capsnotes.train.train`, which computes as :func:`capsnotes.train.plan_for` decides
+:func:`capsnotes.training.train.train`, which computes as :func:`capsnotes.training.train.plan_for` decides
 for the device (each run's history, and each record, say how).
 """
 
@@ -52,16 +52,16 @@ from typing import Any
 import torch
 
 from capsbook.analysis import routing_statistics
-from capsnotes.affine import AffineParameters, AffineRanges, accuracy, random_affine_parameters
-from capsnotes.checkpoint import load_checkpoint, load_model_state
-from capsnotes.config import TEST_PAIRS_SEED, TrainConfig, build_model, load_run_data, profile
+from capsnotes.experiments.affine import AffineParameters, AffineRanges, accuracy, random_affine_parameters
+from capsnotes.training.checkpoint import load_checkpoint, load_model_state
+from capsnotes.training.config import TEST_PAIRS_SEED, TrainConfig, build_model, load_run_data, profile
 from capsnotes.data import data_root, load_dataset
-from capsnotes.evaluation import evaluate
+from capsnotes.training.evaluation import evaluate
 from capsnotes.fast.precision import device_name, resolve_device
-from capsnotes.files import write_json
-from capsnotes.multimnist import CANVAS, MAX_SHIFT, both_right
-from capsnotes.pretrained import load_pretrained
-from capsnotes.train import plan_for, train
+from capsnotes.data.files import write_json
+from capsnotes.experiments.multimnist import CANVAS, MAX_SHIFT, both_right
+from capsnotes.training.pretrained import load_pretrained
+from capsnotes.training.train import plan_for, train
 from tools.ship_pretrained import save_pretrained
 
 STAGES = (
@@ -549,7 +549,7 @@ def _paper(c: Campaign) -> dict[str, Any]:
     }
 
 
-#: affNIST's rotation, shear and scale (TFF's approximation, as capsnotes.affine), with
+#: affNIST's rotation, shear and scale (TFF's approximation, as capsnotes.experiments.affine), with
 #: translations across the 40×40 canvas (up to the ±6 pixels of the training placement).
 AFFINE_40 = AffineRanges(translation_pixels=6.0)
 

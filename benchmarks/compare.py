@@ -10,7 +10,7 @@ Adam. Rounds alternate between them, and the median of the rounds is reported:
 
 * baseline  — benchmarks/baseline.py fed by a torchvision DataLoader (ToTensor per
               image), float32, eager, NCHW convolutions, einsum routing.
-* capsnotes — the run the trainer builds (capsnotes.train.build_run) on whole-tensor
+* capsnotes — the run the trainer builds (capsnotes.training.train.build_run) on whole-tensor
               batches (capsnotes.data): fused routing and fused Adam; on a CPU the
               convolutions and precision chosen by timing them; on CUDA the card's
               16-bit format and, outside float16, a CUDA graph of the step.
@@ -28,7 +28,7 @@ record keeps the GLIBC_TUNABLES the process was started with). The command then
 measures the device's matrix-multiply rate, reports the achieved arithmetic rate
 against it, and breaks a capsnotes step down by part (benchmarks/breakdown.py).
 
---train PROFILE then runs ``capsnotes.train.train`` with that profile in the same
+--train PROFILE then runs ``capsnotes.training.train.train`` with that profile in the same
 process, and --record NAME writes benchmarks/results/NAME.json with the device, torch
 version, date, command, the trainer's plan, throughputs, speedup, and the run's test
 accuracy and wall time (``training_runs``, as ``benchmarks.runs`` writes them).
@@ -55,11 +55,11 @@ import torch
 from benchmarks.baseline import BaselineCapsNet, baseline_loss
 from benchmarks.breakdown import allocator_setting, breakdown, flops_per_image, print_breakdown
 from benchmarks.runs import run_summary
-from capsnotes.config import TrainConfig, profile
+from capsnotes.training.config import TrainConfig, profile
 from capsnotes.data import data_root, load_dataset
 from capsnotes.fast.plan import Plan
 from capsnotes.fast.precision import device_name, resolve_device
-from capsnotes.train import build_run, plan_for, train
+from capsnotes.training.train import build_run, plan_for, train
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -124,7 +124,7 @@ def baseline_stepper(device: torch.device, batch_size: int, root: Path) -> Calla
 
 @dataclass(frozen=True)
 class Row:
-    """A row of the comparison: the trainer's run (its plan, :func:`capsnotes.train.plan_for`)
+    """A row of the comparison: the trainer's run (its plan, :func:`capsnotes.training.train.plan_for`)
     with some of the plan's choices replaced by name (``choices``), or the reference code,
     at a batch size; and two techniques the trainer does not use, added."""
 
@@ -183,7 +183,7 @@ def ablation_rows(
 def capsnotes_stepper(
     device: torch.device, root: Path, row: Row, notes: dict | None = None
 ) -> Callable[[int], None]:
-    """The run :func:`capsnotes.train.build_run` builds for ``row`` on this device, one
+    """The run :func:`capsnotes.training.train.build_run` builds for ``row`` on this device, one
     training step at a time (on a CPU the plan's timed choices are made on a real batch).
     Raises a ``ValueError`` for a row whose plan cannot run. What the run computed with
     (its plan, on a CPU the timings that decided it) and the compilation time go into
@@ -390,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="on a GPU, also time a torch.compile'd model (and report its compilation time)",
     )
-    parser.add_argument("--train", metavar="PROFILE", help="also run capsnotes.train with PROFILE")
+    parser.add_argument("--train", metavar="PROFILE", help="also run capsnotes.training.train with PROFILE")
     parser.add_argument("--record", metavar="NAME", help="write benchmarks/results/NAME.json")
     args = parser.parse_args(argv)
 

@@ -103,7 +103,7 @@ ablation)  # ran at e70e815, whose paper profile was 100 epochs, x0.955, no aver
     python3 -m benchmarks.runs --record "$name-paper" runs/paper-seed0  # training_runs
     cp "benchmarks/results/$name-paper.json" "$out/"
     python3 tools/ship_pretrained.py runs/paper-seed0 --name mnist
-    cp capsnotes/weights/mnist.safetensors capsnotes/weights/mnist.json "$out/"
+    cp capsnotes/training/weights/mnist.safetensors capsnotes/training/weights/mnist.json "$out/"
     stamp done
     ;;
 seeds)
@@ -120,7 +120,7 @@ seeds)
     cp "benchmarks/results/$name-paper.json" "$out/"
     stamp ship
     python3 tools/ship_pretrained.py runs/paper-seed0 --name mnist
-    cp capsnotes/weights/mnist.safetensors capsnotes/weights/mnist.json "$out/"
+    cp capsnotes/training/weights/mnist.safetensors capsnotes/training/weights/mnist.json "$out/"
     stamp done
     ;;
 campaign)

@@ -3,7 +3,7 @@
     python -m benchmarks.precision --runs ~/capsnotes-runs/precision --record NAME
 
 For each seed, the ``quick`` profile and one epoch of the ``paper`` profile train twice
-with the trainer (:func:`capsnotes.train.train`): once with ``mixed_precision`` off
+with the trainer (:func:`capsnotes.training.train.train`): once with ``mixed_precision`` off
 (float32 throughout) and once with it on, where the trainer times float32 and bf16
 autocast on the real batch and, on a CPU with bf16 units, picks bf16 (the record says
 what it picked). Same seed, same initial weights, same batches: what differs is the
@@ -28,10 +28,10 @@ import torch
 
 from benchmarks.breakdown import allocator_setting
 from benchmarks.compare import RESULTS, cpu_details
-from capsnotes.config import profile
+from capsnotes.training.config import profile
 from capsnotes.fast.precision import device_name
-from capsnotes.files import write_json
-from capsnotes.train import train
+from capsnotes.data.files import write_json
+from capsnotes.training.train import train
 
 #: name → (profile, overrides) of the runs compared
 PROTOCOLS: dict[str, tuple[str, dict[str, Any]]] = {

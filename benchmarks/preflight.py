@@ -6,9 +6,9 @@ the first thing that fails, saying what it was:
 1. the imports: torch, torchvision, the package and the book's helpers, and tyro (the
    command line's; benchmarks/gpu_wheels.sh fetches it where the image has none);
 2. the device, and the plan the trainer makes for the paper's model on it
-   (:func:`capsnotes.train.plan_for`), printed;
+   (:func:`capsnotes.training.train.plan_for`), printed;
 3. ``STEPS`` training steps of the paper's model with that plan, through
-   :func:`capsnotes.train.train` (data on the device, the step, the CUDA graph where the
+   :func:`capsnotes.training.train.train` (data on the device, the step, the CUDA graph where the
    plan records one, a test, the checkpoint and the history);
 4. the record written and read back: ``OUT/preflight.json``, and the run's checkpoint
    loaded, its history the one returned and its weights the trained ones.
@@ -64,10 +64,10 @@ def preflight(
     versions = check_imports()
     import torch
 
-    from capsnotes.checkpoint import load_checkpoint
-    from capsnotes.config import profile
+    from capsnotes.training.checkpoint import load_checkpoint
+    from capsnotes.training.config import profile
     from capsnotes.fast.precision import device_name, resolve_device
-    from capsnotes.train import plan_for, train
+    from capsnotes.training.train import plan_for, train
 
     resolved = resolve_device(device)
     config = config or profile("paper")

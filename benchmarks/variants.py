@@ -6,11 +6,11 @@ against the unsquared margin loss and the mean-reduced reconstruction loss.
 For each seed, the three objectives train the same narrow CapsNet (the CPU scale of
 ``benchmarks/campaign.py``: 64 first-layer channels, 8 primary capsule types) from the
 same initial weights on the same batches — only the objective differs
-(:func:`capsnotes.capsnet_loss` with one term replaced from :mod:`capsnotes.mistakes`) —
+(:func:`capsnotes.capsnet_loss` with one term replaced from :mod:`capsnotes.experiments.mistakes`) —
 and each is tested on all 10,000 test digits: the error, the lengths of the true class's
 capsule and of the others, and how well the decoder redraws each test digit from its
 true class's capsule (the summed squared pixel error). The loop is the plain one of the
-training chapter: batches, :func:`capsnotes.step.training_step`, a test after training.
+training chapter: batches, :func:`capsnotes.training.step.training_step`, a test after training.
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from benchmarks.compare import cpu_details
 from capsnotes import CapsNet, CapsNetConfig, capsnet_loss
 from capsnotes.data import load_dataset
 from capsnotes.fast.precision import device_name
-from capsnotes.files import write_json
-from capsnotes.mistakes import mean_reconstruction_loss, unsquared_margin_loss
-from capsnotes.step import training_step
+from capsnotes.data.files import write_json
+from capsnotes.experiments.mistakes import mean_reconstruction_loss, unsquared_margin_loss
+from capsnotes.training.step import training_step
 
 #: name → the objective's replaced term (none: the paper's)
 VARIANTS: dict[str, dict[str, Any]] = {

@@ -5,7 +5,7 @@ that chose the campaign's CPU scale (``benchmarks/campaign.py``).
 
 For each candidate — the first convolution's channels and the primary capsule types, on
 28×28 MNIST digits (r = 1 and r = 3) and on the 36×36 MultiMNIST canvas, and the CPU
-baseline CNN — the run the trainer would build (:func:`capsnotes.train.build_run`, its
+baseline CNN — the run the trainer would build (:func:`capsnotes.training.train.build_run`, its
 implementation and precision chosen by timing) trains a few batches of 128 real images,
 after warm-up; the median of the rounds gives images per second, and the FLOP count of
 the model (``FlopCounterMode``, :func:`capsbook.analysis.training_flops`) the arithmetic
@@ -25,11 +25,11 @@ import torch
 
 from benchmarks.breakdown import allocator_setting, flops_per_image
 from benchmarks.compare import RESULTS, cpu_details
-from capsnotes.config import profile
+from capsnotes.training.config import profile
 from capsnotes.data import load_dataset
 from capsnotes.fast.precision import device_name
-from capsnotes.files import write_json
-from capsnotes.train import build_run
+from capsnotes.data.files import write_json
+from capsnotes.training.train import build_run
 
 #: name → (profile, model fields)
 CANDIDATES = {

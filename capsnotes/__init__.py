@@ -5,9 +5,12 @@ The paper, importable from here::
     squash, dynamic_routing, PrimaryCapsules, DigitCapsules, Decoder, mask_capsules,
     margin_loss, reconstruction_loss, capsnet_loss, CapsNet, CapsNetConfig
 
-Training, data and the shipped models are modules of their own, imported when used:
-``capsnotes.data``, ``capsnotes.config``, ``capsnotes.train``, ``capsnotes.evaluation``,
-``capsnotes.pretrained``; how the same math runs fast is ``capsnotes.fast``.
+Beside the paper, in folders of their own and imported when used: ``capsnotes.data``
+(the digits, and the files and checks every wing shares), ``capsnotes.training`` (the
+configuration, the step, the trainer, evaluation, checkpoints, the shipped models, the
+command line), ``capsnotes.experiments`` (MultiMNIST, affine warps, the baseline CNN,
+the popular mistakes written out) and ``capsnotes.fast`` (how the same math runs
+fast).
 """
 
 from .capsules import DigitCapsules, PrimaryCapsules

@@ -16,8 +16,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
-from . import checks
-from .routing import Couplings, Outputs, Votes, dynamic_routing
+from .routing import Couplings, Outputs, Votes, check_iterations, dynamic_routing
 from .squash import squash
 
 #: Standard deviation of the normal initialisation of ``W_ij``.
@@ -49,13 +48,6 @@ class PrimaryCapsules(nn.Module):
         stride: int = 2,
     ) -> None:
         super().__init__()
-        checks.positive_ints(
-            in_channels=in_channels,
-            capsule_channels=capsule_channels,
-            capsule_dim=capsule_dim,
-            kernel_size=kernel_size,
-            stride=stride,
-        )
         self.capsule_channels, self.capsule_dim = capsule_channels, capsule_dim
         # One convolution computes every capsule's components at once: output channel
         # c * capsule_dim + k is component k of capsule channel c.
@@ -66,16 +58,12 @@ class PrimaryCapsules(nn.Module):
     def forward(
         self, features: Float[Tensor, "batch channel height width"]
     ) -> Float[Tensor, "batch capsule dim"]:
-        checks.float_tensor(
-            "features", features, shape=(None, self.conv.in_channels, None, None)
-        )
         maps = self.conv(features)  # [B, C·D, H', W']
-        batch, _, height, width = maps.shape
+        batch = maps.shape[0]
         capsules = maps.view(
-            batch, self.capsule_channels, self.capsule_dim, height, width
+            batch, self.capsule_channels, self.capsule_dim, *maps.shape[2:]
         )
-        # Move each capsule's components to the last axis: [B, C, H', W', D] -> [B, N,
-        # D]
+        # each capsule's D components to the last axis: [B, C, H', W', D] → [B, N, D]
         capsules = capsules.permute(0, 1, 3, 4, 2).reshape(batch, -1, self.capsule_dim)
         return squash(capsules)  # u: every ‖u_i‖ < 1
 
@@ -103,16 +91,9 @@ class DigitCapsules(nn.Module):
         iterations: int = 3,
     ) -> None:
         super().__init__()
-        checks.positive_ints(
-            in_caps=in_caps, in_dim=in_dim, out_caps=out_caps, out_dim=out_dim
-        )
-        self.in_caps, self.in_dim, self.out_caps, self.out_dim = (
-            in_caps,
-            in_dim,
-            out_caps,
-            out_dim,
-        )
-        self.iterations = checks.integer("routing iterations", iterations, minimum=1)
+        self.in_caps, self.in_dim = in_caps, in_dim
+        self.out_caps, self.out_dim = out_caps, out_dim
+        self.iterations = check_iterations(iterations)
         self.weight = nn.Parameter(torch.empty(in_caps, out_caps, out_dim, in_dim))
         self.reset_parameters()
 
@@ -121,7 +102,6 @@ class DigitCapsules(nn.Module):
 
     def votes(self, u: Float[Tensor, "batch child in_dim"]) -> Votes:
         """``û_{j|i} = W_ij u_i`` for every child ``i`` and parent ``j``."""
-        checks.float_tensor("u", u, shape=(None, self.in_caps, self.in_dim))
         return torch.einsum("ijdk,bik->bijd", self.weight, u)
 
     def forward(

@@ -13,21 +13,14 @@ from collections.abc import Sequence
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from . import checks
-
 
 def mask_capsules(
     capsules: Float[Tensor, "batch classes dim"], classes: Int[Tensor, " batch"]
 ) -> Float[Tensor, "batch classes_times_dim"]:
     """Keep the capsule of ``classes[b]`` in each example, zero the rest, and
     flatten."""
-    checks.float_tensor(
-        "capsules", capsules, "[batch, classes, dim]", shape=(None,) * 3
-    )
-    batch, num_classes, _ = capsules.shape
-    checks.class_indices("classes", classes, num_classes, batch)
-    # [B, classes]
-    keep = nn.functional.one_hot(classes, num_classes).to(capsules.dtype)
+    # [B, classes]: 1 for the class kept, 0 for the others
+    keep = nn.functional.one_hot(classes, capsules.shape[1]).to(capsules.dtype)
     return (capsules * keep.unsqueeze(-1)).flatten(1)
 
 
@@ -44,12 +37,6 @@ class Decoder(nn.Module):
         hidden: Sequence[int] = (512, 1024),
     ) -> None:
         super().__init__()
-        checks.positive_ints(
-            num_classes=num_classes,
-            capsule_dim=capsule_dim,
-            output_size=output_size,
-            hidden=hidden,
-        )
         sizes = [num_classes * capsule_dim, *hidden]
         layers: list[nn.Module] = []
         for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):

@@ -10,16 +10,13 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from . import checks
-
 
 class Loss(NamedTuple):
     """The value of a training objective for one batch."""
 
     total: Tensor  #: the scalar to minimise
-    terms: dict[
-        str, Tensor
-    ]  #: its named parts, scalars, as the training records keep them
+    #: its named parts, scalars, as the training records keep them
+    terms: dict[str, Tensor]
 
 
 class CapsuleOutput(Protocol):
@@ -36,19 +33,6 @@ def class_presence(target: Tensor, num_classes: int, dtype: torch.dtype) -> Tens
     if target.dim() == 1:
         return torch.nn.functional.one_hot(target.long(), num_classes).to(dtype)
     return target.to(dtype)
-
-
-def check_target(target: object, batch: int, num_classes: int) -> None:
-    """Class indices ``[batch]``, or a presence matrix ``[batch, num_classes]``."""
-    if torch.is_tensor(target) and target.dim() == 2:
-        if tuple(target.shape) != (batch, num_classes):
-            raise ValueError(
-                f"target must be class indices [{batch}] or presence [{batch}, "
-                f"{num_classes}], "
-                f"got shape {tuple(target.shape)}"
-            )
-        return
-    checks.class_indices("target", target, num_classes, batch)
 
 
 def margin_loss(
@@ -68,12 +52,6 @@ def margin_loss(
     down-weights the absent ones, so that early in training the lengths of all capsules
     are not pushed to zero.
     """
-    checks.float_tensor("v", v, "[batch, classes, dim]", shape=(None,) * 3)
-    check_target(target, v.shape[0], v.shape[1])
-    if not (0 <= m_neg < m_pos and lam >= 0):
-        raise ValueError(
-            f"need 0 <= m_neg < m_pos and lam >= 0, got {m_neg}, {m_pos}, {lam}"
-        )
     present = class_presence(target, v.shape[1], v.dtype)  # T_k: [B, classes]
     lengths = torch.linalg.vector_norm(v, dim=-1)  # [B, classes]
     # Both hinge terms are squared: the gradient fades as a length reaches its margin.
@@ -91,18 +69,6 @@ def reconstruction_loss(
     the margin loss"; with a mean the term would be 784× weaker on MNIST. ``images`` is
     ``[B, ...]`` with as many values per image, pixels in ``[0, 1]``.
     """
-    checks.float_tensor("reconstructions", reconstructions)
-    if not torch.is_tensor(images) or len(images) != len(reconstructions):
-        got = tuple(getattr(images, "shape", ()))
-        raise ValueError(
-            f"batch sizes differ: reconstructions {tuple(reconstructions.shape)}, "
-            f"images {got}"
-        )
-    if images[0].numel() != reconstructions[0].numel():
-        raise ValueError(
-            f"each reconstruction must have as many pixels as its image: "
-            f"{tuple(reconstructions.shape[1:])} vs {tuple(images.shape[1:])}"
-        )
     errors = (
         reconstructions.flatten(1) - images.flatten(1).to(reconstructions.dtype)
     ).pow(2)
@@ -125,8 +91,8 @@ def capsnet_loss(
     ``output`` is what ``CapsNet(images, labels)`` returned; ``target`` holds class
     indices ``[B]`` or presence ``[B, classes]``; ``reconstruction_weight`` 0 trains
     without the decoder's help. ``margin`` and ``reconstruction`` are the paper's terms
-    unless a comparison replaces one (:mod:`capsnotes.mistakes`). Both terms are
-    computed in float32, also where the forward pass ran in 16 bits.
+    unless a comparison replaces one (:mod:`capsnotes.experiments.mistakes`). Both terms
+    are computed in float32, also where the forward pass ran in 16 bits.
     """
     margin_term = margin(output.capsules.float(), target)
     reconstruction_term = reconstruction(

@@ -20,7 +20,6 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from . import checks
 from .capsules import DigitCapsules, PrimaryCapsules, conv_output_size
 from .decoder import Decoder
 
@@ -57,7 +56,12 @@ class CapsNetConfig:
     def __post_init__(self) -> None:
         # lists from JSON
         object.__setattr__(self, "decoder_hidden", tuple(self.decoder_hidden))
-        checks.positive_ints(**dataclasses.asdict(self))
+        for name, value in dataclasses.asdict(self).items():
+            for size in value if isinstance(value, tuple) else (value,):
+                if isinstance(size, bool) or not isinstance(size, int):
+                    raise TypeError(f"{name} must be a positive int, got {value!r}")
+                if size < 1:
+                    raise ValueError(f"{name} must be a positive int, got {value!r}")
         if self.num_classes < 2:
             raise ValueError(f"num_classes must be at least 2, got {self.num_classes}")
         # raises if an image is too small for the two convolutions
@@ -124,11 +128,7 @@ class CapsNet(nn.Module):
         self, images: Float[Tensor, "batch channel height width"]
     ) -> Float[Tensor, "batch child primary_dim"]:
         """Images → primary capsules ``u``."""
-        side, channels = self.config.image_size, self.config.in_channels
-        layout = f"[batch, {channels}, {side}, {side}] (pixels in [0, 1])"
-        checks.float_tensor(
-            "images", images, layout, shape=(None, channels, side, side)
-        )
+        check_images(images, self.config)
         return self.primary(torch.relu(self.conv1(images)))
 
     def encode(self, images: Tensor, return_coupling: bool = False) -> Any:
@@ -145,7 +145,7 @@ class CapsNet(nn.Module):
     ) -> CapsNetOutput:
         capsules = self.encode(images)  # v: [B, classes, digit_dim]
         if labels is not None:
-            checks.class_indices("labels", labels, self.config.num_classes, len(images))
+            check_labels(labels, len(images), self.config.num_classes)
         lengths = torch.linalg.vector_norm(capsules, dim=-1)  # ‖v_j‖: [B, classes]
         predictions = lengths.argmax(dim=1)
         # Training: reconstruct from the true class; evaluation: from the predicted one.
@@ -153,3 +153,37 @@ class CapsNet(nn.Module):
         pixels = self.decoder(capsules, chosen)  # [B, C·H·W]
         reconstructions = pixels.view(images.shape)
         return CapsNetOutput(capsules, lengths, predictions, reconstructions)
+
+
+def check_images(images: object, config: CapsNetConfig) -> None:
+    """The model's door: ``images`` must be floats ``[B, C, S, S]`` of its config."""
+    side, channels = config.image_size, config.in_channels
+    expected = (
+        f"a floating-point torch.Tensor [batch, {channels}, {side}, {side}] "
+        "(pixels in [0, 1])"
+    )
+    if not torch.is_tensor(images) or not images.is_floating_point():
+        got = getattr(images, "dtype", type(images).__name__)
+        raise TypeError(f"images must be {expected}, got {got}")
+    if images.dim() != 4 or images.shape[1:] != (channels, side, side):
+        raise ValueError(f"images must be {expected}, got shape {tuple(images.shape)}")
+
+
+def check_labels(labels: object, batch: int, num_classes: int) -> None:
+    """The labels' door: integers ``[batch]`` in ``[0, num_classes)``; the range is
+    read on the CPU only (on a GPU, ``one_hot`` asserts it without making the host
+    wait)."""
+    integers = torch.is_tensor(labels) and not labels.is_floating_point()
+    if not integers or labels.dtype == torch.bool:
+        got = getattr(labels, "dtype", type(labels).__name__)
+        raise TypeError(
+            f"labels must be an integer tensor [{batch}] of classes, got {got}"
+        )
+    if labels.shape != (batch,):
+        raise ValueError(f"labels must have shape [{batch}], got {tuple(labels.shape)}")
+    if labels.device.type == "cpu" and batch:
+        low, high = int(labels.min()), int(labels.max())
+        if low < 0 or high >= num_classes:
+            raise ValueError(
+                f"labels must lie in [0, {num_classes}), got values {low} to {high}"
+            )

@@ -17,7 +17,6 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
-from . import checks
 from .squash import squash
 
 Votes = Float[Tensor, "batch child parent dim"]
@@ -40,11 +39,7 @@ def dynamic_routing(
     with ``return_coupling`` also the couplings ``c`` of the last iteration, where every
     ``c[b, i, :]`` sums to 1.
     """
-    # line 1: the votes û_{j|i} and r
-    checks.float_tensor(
-        "u_hat", u_hat, "[batch, child, parent, dim]", shape=(None,) * 4
-    )
-    checks.integer("routing iterations", iterations, minimum=1)
+    # line 1: the votes û_{j|i} and r are the arguments
     # line 2: b_ij ← 0, per example: no image's routing depends on another's
     logits = u_hat.new_zeros(u_hat.shape[:3])  # b: [batch, child, parent]
     for iteration in range(iterations):  # line 3
@@ -61,12 +56,21 @@ def dynamic_routing(
     return (v, coupling) if return_coupling else v
 
 
+def check_iterations(iterations: object) -> int:
+    """``iterations`` if it is a number of routing iterations: an int, at least 1."""
+    if isinstance(iterations, bool) or not isinstance(iterations, int):
+        raise TypeError(f"routing iterations must be an int, got {iterations!r}")
+    if iterations < 1:
+        raise ValueError(f"routing iterations must be >= 1, got {iterations}")
+    return iterations
+
+
 class DynamicRouting(nn.Module):
     """Module form of :func:`dynamic_routing` with a fixed number of iterations."""
 
     def __init__(self, iterations: int = 3) -> None:
         super().__init__()
-        self.iterations = checks.integer("routing iterations", iterations, minimum=1)
+        self.iterations = check_iterations(iterations)
 
     def forward(self, u_hat: Votes) -> Outputs:
         return dynamic_routing(u_hat, self.iterations)

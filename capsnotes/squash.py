@@ -25,12 +25,6 @@ def squash(
     0 instead of 0/0 (in float16, with ``eps`` at least 6.1e-5). The result has the
     shape, dtype and device of ``s``, points along ``s``, and is shorter than 1.
     """
-    if not (torch.is_tensor(s) and s.is_floating_point()):
-        raise TypeError(
-            f"s must be a floating-point torch.Tensor, got {getattr(s, 'dtype', s)!r}"
-        )
-    if not eps > 0:
-        raise ValueError(f"eps must be positive, got {eps}")
     squared_length = s.pow(2).sum(dim=dim, keepdim=True)  # ‖s‖²
     # eps keeps ‖s‖ from 0; float16 rounds 1e-8 to 0, so there it is float16's smallest
     # normal number, 6.1e-5

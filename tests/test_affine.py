@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from capsnotes.affine import (
+from capsnotes.experiments.affine import (
     AFFNIST_RANGES,
     AffineParameters,
     AffineRanges,
@@ -17,7 +17,7 @@ from capsnotes.affine import (
     robustness,
     warp,
 )
-from capsnotes.convnet import ConvNet
+from capsnotes.experiments.convnet import ConvNet
 from capsnotes.data import ImageSet
 
 

@@ -22,13 +22,13 @@ from capsnotes import (
     reconstruction_loss,
     squash,
 )
-from capsnotes.__main__ import main
-from capsnotes.checkpoint import load_checkpoint, load_model_state, save_checkpoint
-from capsnotes.config import TrainConfig, profile
+from capsnotes.training.cli import main
+from capsnotes.training.checkpoint import load_checkpoint, load_model_state, save_checkpoint
+from capsnotes.training.config import TrainConfig, profile
 from capsnotes.data import ImageSet, load_dataset, random_shift
-from capsnotes.evaluation import evaluate
+from capsnotes.training.evaluation import evaluate
 from capsnotes.fast.precision import resolve_device
-from capsnotes.pretrained import load_pretrained
+from capsnotes.training.pretrained import load_pretrained
 from tests.conftest import TINY
 
 CAPSULES = torch.rand(3, 10, 16)

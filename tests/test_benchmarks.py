@@ -14,7 +14,7 @@ from benchmarks.breakdown import breakdown
 from benchmarks.compare import Row, ablation_rows, compare
 from benchmarks.runs import attach_runs
 from capsnotes import CapsNet, margin_loss, reconstruction_loss
-from capsnotes.config import TrainConfig
+from capsnotes.training.config import TrainConfig
 from capsnotes.fast.plan import plan_run
 
 
@@ -200,7 +200,7 @@ def test_the_preflight_trains_a_few_steps_and_reads_its_record_back(tmp_path, mn
     import dataclasses
 
     from benchmarks.preflight import preflight
-    from capsnotes.config import profile
+    from capsnotes.training.config import profile
     from tests.conftest import TINY
 
     config = dataclasses.replace(profile("paper"), model=TINY, batch_size=16)

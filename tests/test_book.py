@@ -129,7 +129,7 @@ def package_files_used(code: str) -> set[str]:
     """The files of capsnotes and capsbook that ``code`` runs when it imports from them:
     every module it imports, the packages' ``__init__.py`` (which importing any of them
     runs), everything those import in turn (grimp, import-linter's graph), and the shipped
-    weights where ``capsnotes.pretrained`` is among them."""
+    weights where ``capsnotes.training.pretrained`` is among them."""
     imported: set[str] = set()
     for node in ast.walk(ast.parse(code)):
         if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in PACKAGES:
@@ -149,8 +149,8 @@ def package_files_used(code: str) -> set[str]:
         todo |= found - modules - {module}
         modules |= found
     files = {module_file(m) for m in modules}
-    if "capsnotes.pretrained" in modules:
-        files.add("capsnotes/weights")
+    if "capsnotes.training.pretrained" in modules:
+        files.add("capsnotes/training/weights")
     return files
 
 
@@ -176,8 +176,8 @@ def stale_chapters(changed: set[str]) -> list[str]:
         source.stem
         for source in chapter_sources()
         if package_files_used(chapter_code(source)) & changed
-        or any(f.startswith("capsnotes/weights/") for f in changed)
-        and "capsnotes/weights" in package_files_used(chapter_code(source))
+        or any(f.startswith("capsnotes/training/weights/") for f in changed)
+        and "capsnotes/training/weights" in package_files_used(chapter_code(source))
     ]
 
 
@@ -185,13 +185,13 @@ def test_a_notebook_is_stale_only_when_code_it_runs_changed():
     """The command line is imported by no chapter: changing it re-executes nothing. The
     squash function is run by every chapter that imports the package (its __init__ does).
     A file of the speed wing re-executes only the chapters whose imports reach it."""
-    assert stale_chapters({"capsnotes/__main__.py"}) == []
+    assert stale_chapters({"capsnotes/training/cli.py"}) == []
     assert stale_chapters({"capsnotes/squash.py"}) == [
         s.stem for s in chapter_sources() if package_files_used(chapter_code(s))
     ]
     used = package_files_used("from capsnotes.data import load_dataset")
-    assert {"capsnotes/data.py", "capsnotes/__init__.py", "capsnotes/squash.py"} <= used
-    assert "capsnotes/__main__.py" not in used and "capsnotes/fast/cpu.py" not in used
+    assert {"capsnotes/data/__init__.py", "capsnotes/__init__.py", "capsnotes/squash.py"} <= used
+    assert "capsnotes/training/cli.py" not in used and "capsnotes/fast/cpu.py" not in used
     assert "book/capsbook/display.py" in package_files_used("import capsbook.display")
     speed = {"capsnotes/fast/cpu.py"}
     for source in chapter_sources():

@@ -86,7 +86,7 @@ def test_the_capsule_explorer_decodes_like_pytorch(built_book: Path, tmp_path: P
     serves them: base64 text takes a third more room than its bytes, gzip gives it back)."""
     import torch
 
-    from capsnotes.pretrained import load_pretrained
+    from capsnotes.training.pretrained import load_pretrained
 
     added = [
         built_book / "_static" / name

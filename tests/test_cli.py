@@ -13,12 +13,12 @@ import pytest
 import torch
 
 import capsnotes
-from capsnotes.__main__ import main, train_config
-from capsnotes.checkpoint import load_checkpoint
-from capsnotes.config import PROFILES, TrainConfig, build_model
+from capsnotes.training.cli import main, train_config
+from capsnotes.training.checkpoint import load_checkpoint
+from capsnotes.training.config import PROFILES, TrainConfig, build_model
 from capsnotes.data import load_dataset
-from capsnotes.evaluation import evaluate
-from capsnotes.pretrained import PRETRAINED, load_pretrained
+from capsnotes.training.evaluation import evaluate
+from capsnotes.training.pretrained import PRETRAINED, load_pretrained
 from tests.conftest import REPO, TINY
 
 #: a tiny CapsNet through the command line's model options
@@ -301,7 +301,7 @@ def test_a_run_from_a_checkout_that_is_not_installed_records_what_it_chose(tmp_p
 def test_without_tyro_train_says_what_to_install_and_the_rest_works(monkeypatch, capsys):
     """The GPU machine's image has no tyro: ``train`` says so (and how to carry it);
     the commands that need none still run."""
-    monkeypatch.setattr("capsnotes.__main__.tyro", None)
+    monkeypatch.setattr("capsnotes.training.cli.tyro", None)
     assert main(["train", "--profile", "quick", "--out", "x"]) == 2
     assert "tyro, which is not installed" in capsys.readouterr().err
     assert main(["profiles"]) == 0

@@ -26,7 +26,7 @@ from capsbook.equivariance import (
     transformations,
 )
 from capsnotes import CapsNet
-from capsnotes.convnet import ConvNet, ConvNetConfig
+from capsnotes.experiments.convnet import ConvNet, ConvNetConfig
 from tests.conftest import TINY
 
 SMALL_CNN = ConvNetConfig(channels=(4, 4), pool_after=(1, 2), hidden=(8,))

@@ -79,7 +79,7 @@ def test_the_data_file_and_the_page_output_each_assign_plain_json(made):
 
 def test_the_digits_can_reuse_the_outputs_already_computed(made):
     """Chapter 9 hands over the outputs of its own evaluation: the same payload."""
-    from capsnotes.evaluation import evaluate
+    from capsnotes.training.evaluation import evaluate
 
     model, data, _ = made
     outputs = evaluate(model, data, return_outputs=True)

@@ -13,7 +13,7 @@ from capsnotes import (
     reconstruction_loss,
     squash,
 )
-from capsnotes.mistakes import (
+from capsnotes.experiments.mistakes import (
     PredictionMaskedCapsNet,
     ReshapedPrimaryCapsules,
     mean_reconstruction_loss,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from capsnotes.config import PROFILES, TrainConfig, profile
+from capsnotes.training.config import PROFILES, TrainConfig, profile
 from capsnotes.fast.plan import CHOICES, gpu_precision, plan_run, version_tuple
 
 PAPER = PROFILES["paper"]

@@ -20,13 +20,13 @@ import pytest
 import torch
 
 from capsnotes import CapsNet, CapsNetConfig
-from capsnotes.config import profile
-from capsnotes.convnet import ConvNet
+from capsnotes.training.config import profile
+from capsnotes.experiments.convnet import ConvNet
 from capsnotes.data import ImageSet
-from capsnotes.files import file_sha256
-from capsnotes.multimnist import PairedCapsNet, make_pairs
-from capsnotes.pretrained import PRETRAINED, WEIGHTS_DIR, load_pretrained, pretrained_files
-from capsnotes.train import train
+from capsnotes.data.files import file_sha256
+from capsnotes.experiments.multimnist import PairedCapsNet, make_pairs
+from capsnotes.training.pretrained import PRETRAINED, WEIGHTS_DIR, load_pretrained, pretrained_files
+from capsnotes.training.train import train
 from tests.conftest import REPO, TINY, make_tiny_dataset
 from tools.ship_pretrained import save_pretrained
 
@@ -50,7 +50,7 @@ SHIPPED = {
 }
 
 #: The shipped model that chapter 9 scores on all 10,000 test digits with capsnotes.data
-#: and capsnotes.evaluation, a count that nbval holds to the committed one on every run.
+#: and capsnotes.training.evaluation, a count that nbval holds to the committed one on every run.
 SCORED_BY_CHAPTER_9 = "mnist"
 
 
@@ -117,7 +117,7 @@ def test_the_multimnist_capsnet_carries_its_provenance():
 def test_an_independent_evaluator_confirms_the_multimnist_error(mnist_root):
     """The 10,000 test pairs regenerated from the record's seed out of test digits read
     here without capsnotes.data; the paper's count (the two longest capsules are not the
-    two classes) done here, not by capsnotes.evaluation: within 0.2 points of the record."""
+    two classes) done here, not by capsnotes.training.evaluation: within 0.2 points of the record."""
     record = json.loads((REPO / "book" / "results" / "multimnist.json").read_text())
     raw = mnist_root / "MNIST" / "raw"
     images = torch.from_numpy(read_idx(raw / "t10k-images-idx3-ubyte").copy())[:, None]
@@ -167,9 +167,9 @@ def test_chapter_9_scores_the_mnist_model_as_an_independent_evaluator_does(mnist
     its committed count of errors (which nbval re-executes and compares) is within 0.1
     point of the run's record and at least what was asked; capsnotes.data reads exactly the
     images and labels of this module's own IDX reader; and on every tenth test digit this
-    module's own loop predicts exactly what capsnotes.evaluation predicts."""
+    module's own loop predicts exactly what capsnotes.training.evaluation predicts."""
     from capsnotes.data import load_dataset
-    from capsnotes.evaluation import evaluate
+    from capsnotes.training.evaluation import evaluate
     from tools.colab import glued_values
 
     chapter = nbformat.read(REPO / "book" / "09_what_capsules_learned.ipynb", as_version=4)
@@ -228,7 +228,7 @@ def test_the_wheel_carries_the_weights(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     for name in PRETRAINED:
         for path in pretrained_files(name):
-            assert f"capsnotes/weights/{path.name}" in names
+            assert f"capsnotes/training/weights/{path.name}" in names
     assert "capsbook/plots.py" in names and "capsnotes/fast/routing.py" in names
 
 
@@ -256,7 +256,7 @@ def test_ship_and_load_round_trip(tiny_run, tmp_path):
     assert history["epochs"] == trained["epochs"]
     assert model.config == TINY and not model.training
     trained_state = CapsNet(TINY)
-    from capsnotes.checkpoint import load_checkpoint
+    from capsnotes.training.checkpoint import load_checkpoint
 
     trained_state.load_state_dict(load_checkpoint(run_dir).model_state)
     for (name, shipped), original in zip(
@@ -276,7 +276,7 @@ def test_refusals_leave_the_shipped_files_untouched(tiny_run, tmp_path):
         save_pretrained(run_dir, "fashion", data_root=root)  # not a name the package ships
     unfinished = tmp_path.parent / "unfinished"
     shutil.copytree(run_dir, unfinished)
-    from capsnotes.checkpoint import load_checkpoint, save_checkpoint
+    from capsnotes.training.checkpoint import load_checkpoint, save_checkpoint
 
     checkpoint = load_checkpoint(unfinished)
     checkpoint.metadata["history"]["epochs"].pop()

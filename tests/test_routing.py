@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from capsnotes import DynamicRouting, dynamic_routing, squash
-from capsnotes.mistakes import routing_over_children
+from capsnotes.experiments.mistakes import routing_over_children
 
 
 def loop_routing(u_hat: torch.Tensor, iterations: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -14,10 +14,10 @@ import pytest
 import torch
 
 from capsnotes import CapsNet, capsnet_loss, margin_loss, reconstruction_loss, squash
-from capsnotes.config import ARCHITECTURES, profile
-from capsnotes.convnet import ConvNetConfig
+from capsnotes.training.config import ARCHITECTURES, profile
+from capsnotes.experiments.convnet import ConvNetConfig
 from capsnotes.fast.graphs import GraphedStep
-from capsnotes.step import TrainingStep, WeightAverage, training_step
+from capsnotes.training.step import TrainingStep, WeightAverage, training_step
 from tests.conftest import REPO, TINY
 
 

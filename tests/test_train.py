@@ -10,16 +10,16 @@ import pytest
 import torch
 
 from capsnotes import CapsNet, CapsNetConfig, DigitCapsules
-from capsnotes.checkpoint import load_checkpoint, save_checkpoint
-from capsnotes.config import PROFILES, TrainConfig, build_model, load_run_data, profile
-from capsnotes.convnet import ConvNet
+from capsnotes.training.checkpoint import load_checkpoint, save_checkpoint
+from capsnotes.training.config import PROFILES, TrainConfig, build_model, load_run_data, profile
+from capsnotes.experiments.convnet import ConvNet
 from capsnotes.data import load_dataset
-from capsnotes.evaluation import evaluate
+from capsnotes.training.evaluation import evaluate
 from capsnotes.fast.convolution import MatmulConv2d
 from capsnotes.fast.routing import FusedDigitCapsules
-from capsnotes.multimnist import PairedCapsNet
-from capsnotes.step import TrainingStep
-from capsnotes.train import build_run, estimate_run, plan_for, train
+from capsnotes.experiments.multimnist import PairedCapsNet
+from capsnotes.training.step import TrainingStep
+from capsnotes.training.train import build_run, estimate_run, plan_for, train
 from tests.conftest import TINY
 
 #: how the runs compared here compute, so that timing cannot choose differently for each
@@ -392,7 +392,7 @@ def test_a_run_continued_with_reference_then_fast_code_and_on_another_device(
     train(config, tmp_path, **run)
     train(dataclasses.replace(config, epochs=2), tmp_path, fast=False, **run)
     cpu = json.loads((tmp_path / "history.json").read_text())["device"]
-    monkeypatch.setattr("capsnotes.train.device_name", lambda device: "GPU X")
+    monkeypatch.setattr("capsnotes.training.train.device_name", lambda device: "GPU X")
     result = train(dataclasses.replace(config, epochs=3), tmp_path, **run)
     history = result.history
     sessions = history["session_details"]

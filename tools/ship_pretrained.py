@@ -4,9 +4,9 @@
     python tools/ship_pretrained.py RUN_DIR --name fashion-mnist \\
         --record book/results/fashion_mnist.json
 
-Writes capsnotes/weights/<name>.safetensors (float16) and <name>.json (the run's
+Writes capsnotes/training/weights/<name>.safetensors (float16) and <name>.json (the run's
 provenance and history), after checking that the stored weights score within 0.1 point
-of the run's final test accuracy on the whole test set. See capsnotes/pretrained.py.
+of the run's final test accuracy on the whole test set. See capsnotes/training/pretrained.py.
 
 With --record, also writes a summary that the book's chapters read: the shipped model's
 test accuracy (evaluated after loading it), its confusion matrix, the run's epochs,
@@ -26,12 +26,12 @@ from typing import Any
 import torch
 
 from capsbook.analysis import confusion_matrix
-from capsnotes.checkpoint import load_checkpoint, save_checkpoint
-from capsnotes.config import TrainConfig, load_run_data
-from capsnotes.evaluation import evaluate
+from capsnotes.training.checkpoint import load_checkpoint, save_checkpoint
+from capsnotes.training.config import TrainConfig, load_run_data
+from capsnotes.training.evaluation import evaluate
 from capsnotes.fast.precision import device_name
-from capsnotes.files import file_sha256, write_json
-from capsnotes.pretrained import PRETRAINED, load_pretrained, pretrained_files
+from capsnotes.data.files import file_sha256, write_json
+from capsnotes.training.pretrained import PRETRAINED, load_pretrained, pretrained_files
 
 
 def save_pretrained(

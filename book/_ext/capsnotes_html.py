@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from capsbook.explorer import DATA_FILE, weights_script
-from capsnotes.files import atomic_write_bytes
-from capsnotes.pretrained import load_pretrained
+from capsnotes.data.files import atomic_write_bytes
+from capsnotes.training.pretrained import load_pretrained
 
 EXPLORER_SCRIPT = "capsnotes-explorer.js"
 PLAYGROUND_SCRIPT = "capsnotes-playground.js"

@@ -30,7 +30,7 @@ from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 from torch import Tensor, nn
 
 from capsnotes import CapsNet, PrimaryCapsules, dynamic_routing
-from capsnotes.mistakes import ReshapedPrimaryCapsules
+from capsnotes.experiments.mistakes import ReshapedPrimaryCapsules
 
 #: Colours of the diagrams (those of capsnotes.plots).
 BLUE, ORANGE, GREEN, GREY = "#0072B2", "#D55E00", "#009E73", "#777777"
@@ -423,7 +423,7 @@ def _grouping(
 
 @torch.no_grad()
 def reshaped_grouping(model: CapsNet, channels: int = 2) -> Diagram:
-    """The popular wrong grouping (``capsnotes.mistakes.ReshapedPrimaryCapsules``): the
+    """The popular wrong grouping (``capsnotes.experiments.mistakes.ReshapedPrimaryCapsules``): the
     convolution's ``[B, C·D, H, W]`` output reshaped straight to ``[B, C·H·W, D]``. The
     first ``channels`` maps, each number labelled with the capsule it lands in, beside
     where the paper's grouping (``model.primary``) puts the same numbers."""

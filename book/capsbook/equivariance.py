@@ -10,7 +10,7 @@ model, for the capsule of each digit's true class:
   :func:`transformations` lists a sweep of them.
 * :func:`represent` reads what a model says about each image's true class: for a
   :class:`~capsnotes.CapsNet` the capsule's length and its 16-D pose, for a
-  :class:`~capsnotes.convnet.ConvNet` the softmax probability and the features of its
+  :class:`~capsnotes.experiments.convnet.ConvNet` the softmax probability and the features of its
   last hidden layer. :func:`measure` does it for every transformation.
 * :func:`angle_between` says how far a pose turned; :func:`fit_linear_map` and
   :func:`held_out_angles` say whether it turned the same way for every digit (a map
@@ -45,8 +45,8 @@ from torch import Tensor, nn
 
 from capsbook.plots import COLORS, STYLE, new_figure
 from capsnotes import CapsNet, checks
-from capsnotes.affine import AffineParameters, warp
-from capsnotes.convnet import ConvNet
+from capsnotes.experiments.affine import AffineParameters, warp
+from capsnotes.experiments.convnet import ConvNet
 
 #: The three kinds of transformation, with the unit of their amount.
 KINDS: dict[str, str] = {
@@ -85,7 +85,7 @@ def shift_images(images: Tensor, dx: int, dy: int) -> Tensor:
 
 def rotate_images(images: Tensor, degrees: float) -> Tensor:
     """``images`` ``[B, C, H, W]`` (square) turned ``degrees`` counter-clockwise about
-    their centre by :func:`capsnotes.affine.warp` (bilinear, zeros where the turned
+    their centre by :func:`capsnotes.experiments.affine.warp` (bilinear, zeros where the turned
     image has no pixel). A whole number of turns (0°, 360°) returns the images
     unchanged: interpolating at the pixel centres themselves would only add rounding."""
     _images(images)
@@ -160,7 +160,7 @@ def represent(model: nn.Module, images: Tensor, labels: Tensor) -> Reading:
     """Read the true class ``labels`` ``[N]`` of ``images`` ``[N, C, H, W]``.
 
     A :class:`~capsnotes.CapsNet`: the digit capsule ``v`` of the label, its length
-    ``‖v‖`` and whether it is the longest. A :class:`~capsnotes.convnet.ConvNet` (in
+    ``‖v‖`` and whether it is the longest. A :class:`~capsnotes.experiments.convnet.ConvNet` (in
     evaluation mode, so that dropout keeps every feature): the output of its last
     hidden layer (after the ReLU), the softmax probability of the label, and whether
     its score is the highest."""

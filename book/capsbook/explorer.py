@@ -37,7 +37,7 @@ from torch import Tensor, nn
 from capsbook.analysis import PROPERTIES, dimension_effects
 from capsnotes import CapsNet, __version__
 from capsnotes.data import ImageSet
-from capsnotes.evaluation import evaluate
+from capsnotes.training.evaluation import evaluate
 
 __all__ = [
     "DATA_FILE",
@@ -100,7 +100,7 @@ def _choose_digits(
     """The first ``per_class`` correctly read test digits of each class and the first
     ``wrong`` misread ones (in test-set order), with the predictions [scanned] and
     capsules [scanned, classes, dim] of the first ``scanned`` test digits (from
-    ``outputs`` where given: :func:`~capsnotes.evaluation.evaluate`'s outputs on
+    ``outputs`` where given: :func:`~capsnotes.training.evaluation.evaluate`'s outputs on
     ``data``)."""
     if outputs is None:
         first = ImageSet(data.images[:scanned], data.labels[:scanned], data.classes)

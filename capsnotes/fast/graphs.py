@@ -2,8 +2,8 @@
 
 At the paper's batch of 128 a GPU finishes the arithmetic of a training step faster than
 Python can launch its few hundred kernels. :class:`GraphedStep` records the whole of
-:func:`capsnotes.step.training_step` (forward, losses, backward, Adam, the weight
-average) once as a CUDA graph and then launches it with a single call per batch
+:func:`capsnotes.training.step.training_step` (forward, losses, backward, Adam, the
+weight average) once as a CUDA graph and then launches it with a single call per batch
 (PyTorch's "whole-network capture"). The graph does exactly what the eager step does;
 the test suite checks that both reach the same weights.
 
@@ -39,7 +39,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..step import TrainingStep
+from ..training.step import TrainingStep
 
 
 class CudaGraphs:
@@ -71,11 +71,11 @@ class CudaGraphs:
 
 
 class GraphedStep(TrainingStep):
-    """A :class:`~capsnotes.step.TrainingStep` replayed from a CUDA graph: the same
-    attributes and the same result. Its model must be on a CUDA device and its optimizer
-    capturable (``torch.optim.Adam(..., capturable=True)``); ``warmup`` eager steps run
-    before the first recording. ``graphs``: CUDA's part (default: :class:`CudaGraphs`
-    for the model's GPU)."""
+    """A :class:`~capsnotes.training.step.TrainingStep` replayed from a CUDA graph: the
+    same attributes and the same result. Its model must be on a CUDA device and its
+    optimizer capturable (``torch.optim.Adam(..., capturable=True)``); ``warmup`` eager
+    steps run before the first recording. ``graphs``: CUDA's part (default:
+    :class:`CudaGraphs` for the model's GPU)."""
 
     def __init__(
         self, step: TrainingStep, warmup: int = 3, graphs: CudaGraphs | None = None

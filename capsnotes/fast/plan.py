@@ -68,9 +68,9 @@ def version_tuple(version: str) -> tuple[int, int]:
 @dataclass(frozen=True)
 class Plan:
     """How a run computes. Made by :func:`plan_run`; read by
-    :func:`capsnotes.train.build_run`, which builds exactly this."""
+    :func:`capsnotes.training.train.build_run`, which builds exactly this."""
 
-    #: the model (:data:`capsnotes.config.ARCHITECTURES`)
+    #: the model (:data:`capsnotes.training.config.ARCHITECTURES`)
     architecture: str
     device_type: str
     #: the CUDA compute capability, None off CUDA
@@ -201,7 +201,7 @@ def plan_run(
     reference: bool = False,
     **choices: Any,
 ) -> Plan:
-    """How a run of ``config`` (a :class:`~capsnotes.config.TrainConfig`: its
+    """How a run of ``config`` (a :class:`~capsnotes.training.config.TrainConfig`: its
     ``architecture`` and ``mixed_precision``) computes on a device of type
     ``device_type`` (``"cpu"``, ``"cuda"``, ...) and, for CUDA, compute
     ``capability``, under torch ``torch_version``. ``reference``: the paper's code

@@ -20,7 +20,6 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .. import checks
 from ..capsules import DigitCapsules
 from ..routing import dynamic_routing
 from ..squash import squash
@@ -97,10 +96,6 @@ def fused_dynamic_routing(
     ``return_coupling``, through the reference itself)."""
     if return_coupling:
         return dynamic_routing(u_hat, iterations, return_coupling)
-    checks.float_tensor(
-        "u_hat", u_hat, "[batch, child, parent, dim]", shape=(None,) * 4
-    )
-    checks.integer("routing iterations", iterations, minimum=1)
     return FusedRouting.apply(u_hat, iterations)
 
 

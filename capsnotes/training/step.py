@@ -25,10 +25,10 @@ import torch
 from torch import Tensor, nn
 from torch.optim.swa_utils import get_ema_multi_avg_fn
 
-from .losses import Loss
+from ..losses import Loss
 
 #: ``objective(output, *batch) -> Loss`` for a batch ``(images, labels, ...)``, e.g.
-#: :meth:`TrainConfig.objective <capsnotes.config.TrainConfig.objective>`.
+#: :meth:`TrainConfig.objective <capsnotes.training.config.TrainConfig.objective>`.
 Objective = Callable[..., Loss]
 
 

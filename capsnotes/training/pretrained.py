@@ -2,11 +2,12 @@
 
 Training the paper's model takes hours on a CPU, so the chapters do not: they load the
 weights that ``python -m capsnotes train ...`` produced once, stored in
-``capsnotes/weights/`` and installed with the package. Each model is two files:
+``capsnotes/training/weights/`` and installed with the package. Each model is two files:
 
 * ``<name>.safetensors`` — the weights, in the checkpoint format of
-  :mod:`capsnotes.checkpoint` (verified by the SHA-256 of its tensors when read), stored
-  as float16 to halve the download; :func:`load_pretrained` returns them as float32.
+  :mod:`capsnotes.training.checkpoint` (verified by the SHA-256 of its tensors when
+  read), stored as float16 to halve the download; :func:`load_pretrained` returns them
+  as float32.
 * ``<name>.json`` — the provenance record: the exact command, profile and overrides,
   seed, device, torch version, wall time and the whole per-epoch history of the run,
   plus the SHA-256 of the weights file it belongs to and the accuracy of the stored
@@ -25,9 +26,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..data.files import file_sha256
 from .checkpoint import load_checkpoint, load_model_state
 from .config import TrainConfig, build_model
-from .files import file_sha256
 
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 
@@ -63,14 +64,15 @@ def load_pretrained(
     Args:
         name: one of :data:`PRETRAINED`.
         device: where to put the model (default: the CPU).
-        folder: where the files are (default: ``capsnotes/weights``).
+        folder: where the files are (default: ``capsnotes/training/weights``).
 
     Returns:
         ``(model, history)``: the model (a plain :class:`~capsnotes.CapsNet` with the
-        reference implementations, a :class:`~capsnotes.multimnist.PairedCapsNet`, or a
-        :class:`~capsnotes.convnet.ConvNet`) in float32 and evaluation mode, and the
-        provenance record, in which ``history["epochs"][-1]["test_accuracy"]`` is the
-        run's final accuracy (a fraction) on all 10,000 test images and
+        reference implementations, a
+        :class:`~capsnotes.experiments.multimnist.PairedCapsNet`, or a
+        :class:`~capsnotes.experiments.convnet.ConvNet`) in float32 and evaluation mode,
+        and the provenance record, in which ``history["epochs"][-1]["test_accuracy"]``
+        is the run's final accuracy (a fraction) on all 10,000 test images and
         ``history["shipped"]`` describes the stored weights.
 
     Raises:

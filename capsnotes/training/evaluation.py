@@ -8,8 +8,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from . import checks
-from .losses import Loss
+from ..data import checks
+from ..losses import Loss
 
 
 @torch.no_grad()
@@ -27,9 +27,10 @@ def evaluate(
     ``data`` is an :class:`~capsnotes.data.ImageSet` or MultiMNIST's pairs: anything
     with ``batches(batch_size)`` yielding ``(images, labels, ...)``. With ``objective``
     (``objective(output, *batch) -> Loss``, as :meth:`TrainConfig.objective
-    <capsnotes.config.TrainConfig.objective>`), also the mean of each loss term. With
-    ``return_outputs``, also the model's outputs for every image, on the CPU, but for
-    the reconstructions (a CapsNet's ``capsules``, ``lengths`` and ``predictions``).
+    <capsnotes.training.config.TrainConfig.objective>`), also the mean of each loss
+    term. With ``return_outputs``, also the model's outputs for every image, on the CPU,
+    but for the reconstructions (a CapsNet's ``capsules``, ``lengths`` and
+    ``predictions``).
     """
     if objective is not None and not callable(objective):
         raise TypeError(

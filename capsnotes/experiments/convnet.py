@@ -17,8 +17,8 @@ from typing import Any, NamedTuple
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from . import checks
-from .losses import Loss
+from ..data import checks
+from ..losses import Loss
 
 
 @dataclass(frozen=True)

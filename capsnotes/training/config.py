@@ -9,10 +9,11 @@ Profiles:
 
 * ``quick`` — a 2-core CPU: real MNIST, a subset, about a minute.
 * ``paper`` — the paper's setting: all 60,000 training images with shifts, 100 epochs.
-* ``cnn`` — the CPU-sized baseline CNN of :mod:`capsnotes.convnet` on all of MNIST.
+* ``cnn`` — the CPU-sized baseline CNN of :mod:`capsnotes.experiments.convnet` on all
+  of MNIST.
 * ``paper-cnn`` — the paper's 35.4M-parameter baseline CNN.
-* ``multimnist`` — two overlapping digits (:mod:`capsnotes.multimnist`) at the width a
-  2-core CPU trains in hours.
+* ``multimnist`` — two overlapping digits (:mod:`capsnotes.experiments.multimnist`) at
+  the width a 2-core CPU trains in hours.
 * ``multimnist-cnn`` — the baseline CNN of ``cnn`` on the same pairs.
 """
 
@@ -29,12 +30,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from . import checks
-from .convnet import ConvNet, ConvNetConfig, convnet_loss
-from .data import DATASETS, load_dataset
-from .losses import Loss, capsnet_loss
-from .model import CapsNet, CapsNetConfig
-from .multimnist import (
+from ..data import DATASETS, checks, load_dataset
+from ..experiments.convnet import ConvNet, ConvNetConfig, convnet_loss
+from ..experiments.multimnist import (
     FreshPairs,
     PairedCapsNet,
     PairedConvNet,
@@ -42,6 +40,8 @@ from .multimnist import (
     pair_cross_entropy,
     pair_loss,
 )
+from ..losses import Loss, capsnet_loss
+from ..model import CapsNet, CapsNetConfig
 
 #: the seed of the MultiMNIST test pairs (one per test digit, or ``test_size`` of them)
 TEST_PAIRS_SEED = 1

@@ -20,7 +20,7 @@ from safetensors.torch import load as safetensors_load
 from safetensors.torch import save as safetensors_save
 from torch import Tensor, nn
 
-from .files import atomic_write_bytes
+from ..data.files import atomic_write_bytes
 
 FORMAT = "capsnotes-checkpoint-1"
 

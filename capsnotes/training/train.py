@@ -35,7 +35,14 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from . import __version__, checks
+from .. import __version__
+from ..data import checks
+from ..data.files import write_json
+from ..fast import CONVOLUTIONS, speed_up
+from ..fast.cpu import choose_cpu_implementation
+from ..fast.graphs import GraphedStep
+from ..fast.plan import Plan, plan_run
+from ..fast.precision import device_capability, device_name, resolve_device
 from .checkpoint import (
     Checkpoint,
     load_checkpoint,
@@ -45,12 +52,6 @@ from .checkpoint import (
 )
 from .config import TrainConfig, build_model, load_run_data
 from .evaluation import evaluate
-from .fast import CONVOLUTIONS, speed_up
-from .fast.cpu import choose_cpu_implementation
-from .fast.graphs import GraphedStep
-from .fast.plan import Plan, plan_run
-from .fast.precision import device_capability, device_name, resolve_device
-from .files import write_json
 from .step import TrainingStep, WeightAverage
 
 
@@ -78,7 +79,7 @@ class TrainingRun:
         return self.model if self.average is None else self.average.model
 
     def state(self) -> dict[str, Any]:
-        """What a checkpoint holds (:func:`capsnotes.checkpoint.save_checkpoint`)."""
+        """What a checkpoint holds (``save_checkpoint``'s arguments)."""
         average, scaler = self.average, self.scaler
         return {
             "model_state": self.model.state_dict(),

@@ -24,10 +24,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .capsules import PrimaryCapsules
-from .losses import class_presence
-from .model import CapsNet, CapsNetOutput
-from .squash import squash
+from ..capsules import PrimaryCapsules
+from ..losses import class_presence
+from ..model import CapsNet, CapsNetOutput
+from ..squash import squash
 
 
 def squash_without_eps(s: Tensor, dim: int = -1) -> Tensor:

@@ -27,8 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from . import checks
-from .data import ImageSet
+from ..data import ImageSet, checks
 
 
 @dataclass(frozen=True)

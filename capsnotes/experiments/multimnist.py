@@ -8,8 +8,9 @@ larger canvas, with both classes present in the margin loss and one reconstructi
 digit, each drawn from that digit's own capsule and compared with that digit alone:
 :func:`capsnotes.capsnet_loss` unchanged, given the two labels as a presence matrix and
 the two digits as the reconstruction targets. An example is right when the two longest
-digit capsules are its two classes. The trainer (:func:`capsnotes.train.train`) trains
-it like any other run: fresh pairs every epoch (:class:`FreshPairs`), this objective.
+digit capsules are its two classes. The trainer
+(:func:`capsnotes.training.train.train`) trains it like any other run: fresh pairs
+every epoch (:class:`FreshPairs`), this objective.
 
 ::
 
@@ -28,11 +29,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from . import checks
+from ..data import ImageSet, checks, random_shift
+from ..losses import Loss, capsnet_loss
+from ..model import CapsNet
 from .convnet import ConvNet, ConvNetOutput
-from .data import ImageSet, random_shift
-from .losses import Loss, capsnet_loss
-from .model import CapsNet
 
 #: The canvas and the largest shift of each digit, as in the paper.
 CANVAS, MAX_SHIFT = 36, 4
