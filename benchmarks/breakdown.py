@@ -28,9 +28,9 @@ import torch
 
 from capsbook.analysis import training_flops
 from capsnotes import CapsNet
-from capsnotes.training.config import TrainConfig, build_model
 from capsnotes.data import data_root, load_dataset
 from capsnotes.fast.precision import device_name, resolve_device
+from capsnotes.training.config import TrainConfig, build_model
 from capsnotes.training.step import TrainingStep
 from capsnotes.training.train import build_run
 

@@ -31,8 +31,8 @@ reasons are in :data:`SCALES`). ``--smoke`` runs the chosen scale's stages on ti
 subsets with tiny models, in a minute or two on any machine (the tests run it).
 
 The campaign orders runs and writes records; every run is trained by
-:func:`capsnotes.training.train.train`, which computes as :func:`capsnotes.training.train.plan_for` decides
-for the device (each run's history, and each record, say how).
+:func:`capsnotes.training.train.train`, which computes as :func:`capsnotes.training.train.plan_for`
+decides for the device (each run's history, and each record, say how).
 """
 
 from __future__ import annotations
@@ -52,14 +52,25 @@ from typing import Any
 import torch
 
 from capsbook.analysis import routing_statistics
-from capsnotes.experiments.affine import AffineParameters, AffineRanges, accuracy, random_affine_parameters
-from capsnotes.training.checkpoint import load_checkpoint, load_model_state
-from capsnotes.training.config import TEST_PAIRS_SEED, TrainConfig, build_model, load_run_data, profile
 from capsnotes.data import data_root, load_dataset
-from capsnotes.training.evaluation import evaluate
-from capsnotes.fast.precision import device_name, resolve_device
 from capsnotes.data.files import write_json
+from capsnotes.experiments.affine import (
+    AffineParameters,
+    AffineRanges,
+    accuracy,
+    random_affine_parameters,
+)
 from capsnotes.experiments.multimnist import CANVAS, MAX_SHIFT, both_right
+from capsnotes.fast.precision import device_name, resolve_device
+from capsnotes.training.checkpoint import load_checkpoint, load_model_state
+from capsnotes.training.config import (
+    TEST_PAIRS_SEED,
+    TrainConfig,
+    build_model,
+    load_run_data,
+    profile,
+)
+from capsnotes.training.evaluation import evaluate
 from capsnotes.training.pretrained import load_pretrained
 from capsnotes.training.train import plan_for, train
 from tools.ship_pretrained import save_pretrained

@@ -55,10 +55,10 @@ import torch
 from benchmarks.baseline import BaselineCapsNet, baseline_loss
 from benchmarks.breakdown import allocator_setting, breakdown, flops_per_image, print_breakdown
 from benchmarks.runs import run_summary
-from capsnotes.training.config import TrainConfig, profile
 from capsnotes.data import data_root, load_dataset
 from capsnotes.fast.plan import Plan
 from capsnotes.fast.precision import device_name, resolve_device
+from capsnotes.training.config import TrainConfig, profile
 from capsnotes.training.train import build_run, plan_for, train
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -124,9 +124,10 @@ def baseline_stepper(device: torch.device, batch_size: int, root: Path) -> Calla
 
 @dataclass(frozen=True)
 class Row:
-    """A row of the comparison: the trainer's run (its plan, :func:`capsnotes.training.train.plan_for`)
-    with some of the plan's choices replaced by name (``choices``), or the reference code,
-    at a batch size; and two techniques the trainer does not use, added."""
+    """A row of the comparison: the trainer's run (its plan,
+    :func:`capsnotes.training.train.plan_for`) with some of the plan's choices replaced by name
+    (``choices``), or the reference code, at a batch size; and two techniques the trainer does not
+    use, added."""
 
     batch_size: int
     choices: dict[str, Any] = field(default_factory=dict)
@@ -390,7 +391,9 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="on a GPU, also time a torch.compile'd model (and report its compilation time)",
     )
-    parser.add_argument("--train", metavar="PROFILE", help="also run capsnotes.training.train with PROFILE")
+    parser.add_argument(
+        "--train", metavar="PROFILE", help="also run capsnotes.training.train with PROFILE"
+    )
     parser.add_argument("--record", metavar="NAME", help="write benchmarks/results/NAME.json")
     args = parser.parse_args(argv)
 

@@ -28,9 +28,9 @@ import torch
 
 from benchmarks.breakdown import allocator_setting
 from benchmarks.compare import RESULTS, cpu_details
-from capsnotes.training.config import profile
-from capsnotes.fast.precision import device_name
 from capsnotes.data.files import write_json
+from capsnotes.fast.precision import device_name
+from capsnotes.training.config import profile
 from capsnotes.training.train import train
 
 #: name → (profile, overrides) of the runs compared

@@ -64,9 +64,9 @@ def preflight(
     versions = check_imports()
     import torch
 
+    from capsnotes.fast.precision import device_name, resolve_device
     from capsnotes.training.checkpoint import load_checkpoint
     from capsnotes.training.config import profile
-    from capsnotes.fast.precision import device_name, resolve_device
     from capsnotes.training.train import plan_for, train
 
     resolved = resolve_device(device)

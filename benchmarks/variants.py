@@ -31,9 +31,9 @@ import torch
 from benchmarks.compare import cpu_details
 from capsnotes import CapsNet, CapsNetConfig, capsnet_loss
 from capsnotes.data import load_dataset
-from capsnotes.fast.precision import device_name
 from capsnotes.data.files import write_json
 from capsnotes.experiments.mistakes import mean_reconstruction_loss, unsquared_margin_loss
+from capsnotes.fast.precision import device_name
 from capsnotes.training.step import training_step
 
 #: name → the objective's replaced term (none: the paper's)

@@ -25,10 +25,10 @@ import torch
 
 from benchmarks.breakdown import allocator_setting, flops_per_image
 from benchmarks.compare import RESULTS, cpu_details
-from capsnotes.training.config import profile
 from capsnotes.data import load_dataset
-from capsnotes.fast.precision import device_name
 from capsnotes.data.files import write_json
+from capsnotes.fast.precision import device_name
+from capsnotes.training.config import profile
 from capsnotes.training.train import build_run
 
 #: name → (profile, model fields)

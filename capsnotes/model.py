@@ -56,12 +56,15 @@ class CapsNetConfig:
     def __post_init__(self) -> None:
         # lists from JSON
         object.__setattr__(self, "decoder_hidden", tuple(self.decoder_hidden))
-        for name, value in dataclasses.asdict(self).items():
-            for size in value if isinstance(value, tuple) else (value,):
+        for field, value in dataclasses.asdict(self).items():
+            sizes = enumerate(value) if isinstance(value, tuple) else [(None, value)]
+            for index, size in sizes:
+                name = field if index is None else f"{field}[{index}]"
                 if isinstance(size, bool) or not isinstance(size, int):
-                    raise TypeError(f"{name} must be a positive int, got {value!r}")
+                    kind = type(size).__name__
+                    raise TypeError(f"{name} must be a positive int, got {kind} {size}")
                 if size < 1:
-                    raise ValueError(f"{name} must be a positive int, got {value!r}")
+                    raise ValueError(f"{name} must be a positive int, got {size}")
         if self.num_classes < 2:
             raise ValueError(f"num_classes must be at least 2, got {self.num_classes}")
         # raises if an image is too small for the two convolutions

@@ -39,9 +39,10 @@ def dynamic_routing(
     with ``return_coupling`` also the couplings ``c`` of the last iteration, where every
     ``c[b, i, :]`` sums to 1.
     """
-    # line 1: the votes û_{j|i} and r are the arguments
+    # line 1: the votes û_{j|i} of every child i for every parent j, and r
+    batch, children, parents, _ = u_hat.shape
     # line 2: b_ij ← 0, per example: no image's routing depends on another's
-    logits = u_hat.new_zeros(u_hat.shape[:3])  # b: [batch, child, parent]
+    logits = u_hat.new_zeros(batch, children, parents)  # b
     for iteration in range(iterations):  # line 3
         # line 4: c_i ← softmax(b_i), over the parents j: each child splits its vote
         coupling = logits.softmax(dim=2)

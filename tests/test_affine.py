@@ -6,6 +6,7 @@ import math
 import pytest
 import torch
 
+from capsnotes.data import ImageSet
 from capsnotes.experiments.affine import (
     AFFNIST_RANGES,
     AffineParameters,
@@ -18,7 +19,6 @@ from capsnotes.experiments.affine import (
     warp,
 )
 from capsnotes.experiments.convnet import ConvNet
-from capsnotes.data import ImageSet
 
 
 def _images(count: int = 3, size: int = 28) -> torch.Tensor:

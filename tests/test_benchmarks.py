@@ -14,8 +14,8 @@ from benchmarks.breakdown import breakdown
 from benchmarks.compare import Row, ablation_rows, compare
 from benchmarks.runs import attach_runs
 from capsnotes import CapsNet, margin_loss, reconstruction_loss
-from capsnotes.training.config import TrainConfig
 from capsnotes.fast.plan import plan_run
+from capsnotes.training.config import TrainConfig
 
 
 def test_baseline_computes_the_same_model_and_loss():

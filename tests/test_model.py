@@ -110,6 +110,8 @@ def test_bad_config():
         CapsNetConfig(image_size=12)
     with pytest.raises(ValueError, match="num_classes"):
         CapsNetConfig(num_classes=1)
+    with pytest.raises(ValueError, match="primary_stride must be a positive int"):
+        CapsNetConfig(primary_stride=0)
     with pytest.raises(TypeError, match="digit_dim must be a positive int, got float 2.5"):
         CapsNetConfig(digit_dim=2.5)
     with pytest.raises(ValueError, match=r"decoder_hidden\[1\] must be a positive int"):

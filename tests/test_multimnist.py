@@ -9,8 +9,8 @@ import torch
 
 from capsnotes import CapsNet, capsnet_loss
 from capsnotes.data import ImageSet
-from capsnotes.training.evaluation import evaluate
 from capsnotes.experiments.multimnist import PairedCapsNet, both_right, make_pairs, pair_loss
+from capsnotes.training.evaluation import evaluate
 from tests.conftest import TINY
 
 TINY_PAIRS = dataclasses.replace(TINY, image_size=36)

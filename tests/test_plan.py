@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from capsnotes.training.config import PROFILES, TrainConfig, profile
 from capsnotes.fast.plan import CHOICES, gpu_precision, plan_run, version_tuple
+from capsnotes.training.config import PROFILES, TrainConfig, profile
 
 PAPER = PROFILES["paper"]
 TORCH = "2.11.0+cu130"  # the GPU machine's torch, and the package's floor

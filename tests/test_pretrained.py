@@ -20,11 +20,11 @@ import pytest
 import torch
 
 from capsnotes import CapsNet, CapsNetConfig
-from capsnotes.training.config import profile
-from capsnotes.experiments.convnet import ConvNet
 from capsnotes.data import ImageSet
 from capsnotes.data.files import file_sha256
+from capsnotes.experiments.convnet import ConvNet
 from capsnotes.experiments.multimnist import PairedCapsNet, make_pairs
+from capsnotes.training.config import profile
 from capsnotes.training.pretrained import PRETRAINED, WEIGHTS_DIR, load_pretrained, pretrained_files
 from capsnotes.training.train import train
 from tests.conftest import REPO, TINY, make_tiny_dataset
@@ -115,9 +115,9 @@ def test_the_multimnist_capsnet_carries_its_provenance():
 
 @pytest.mark.slow
 def test_an_independent_evaluator_confirms_the_multimnist_error(mnist_root):
-    """The 10,000 test pairs regenerated from the record's seed out of test digits read
-    here without capsnotes.data; the paper's count (the two longest capsules are not the
-    two classes) done here, not by capsnotes.training.evaluation: within 0.2 points of the record."""
+    """The 10,000 test pairs regenerated from the record's seed out of test digits read here without
+    capsnotes.data; the paper's count (the two longest capsules are not the two classes) done here,
+    not by capsnotes.training.evaluation: within 0.2 points of the record."""
     record = json.loads((REPO / "book" / "results" / "multimnist.json").read_text())
     raw = mnist_root / "MNIST" / "raw"
     images = torch.from_numpy(read_idx(raw / "t10k-images-idx3-ubyte").copy())[:, None]

@@ -67,12 +67,3 @@ def test_gradcheck_float64():
     s = torch.randn(3, 5, 4, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(squash, (s,))
     assert torch.autograd.gradgradcheck(squash, (s,))
-
-
-def test_bad_input():
-    with pytest.raises(TypeError, match="floating-point"):
-        squash(torch.ones(3, dtype=torch.int64))
-    with pytest.raises(TypeError, match="torch.Tensor"):
-        squash([1.0, 2.0])
-    with pytest.raises(ValueError, match="eps must be positive"):
-        squash(torch.ones(3), eps=0.0)

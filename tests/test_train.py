@@ -10,14 +10,14 @@ import pytest
 import torch
 
 from capsnotes import CapsNet, CapsNetConfig, DigitCapsules
-from capsnotes.training.checkpoint import load_checkpoint, save_checkpoint
-from capsnotes.training.config import PROFILES, TrainConfig, build_model, load_run_data, profile
-from capsnotes.experiments.convnet import ConvNet
 from capsnotes.data import load_dataset
-from capsnotes.training.evaluation import evaluate
+from capsnotes.experiments.convnet import ConvNet
+from capsnotes.experiments.multimnist import PairedCapsNet
 from capsnotes.fast.convolution import MatmulConv2d
 from capsnotes.fast.routing import FusedDigitCapsules
-from capsnotes.experiments.multimnist import PairedCapsNet
+from capsnotes.training.checkpoint import load_checkpoint, save_checkpoint
+from capsnotes.training.config import PROFILES, TrainConfig, build_model, load_run_data, profile
+from capsnotes.training.evaluation import evaluate
 from capsnotes.training.step import TrainingStep
 from capsnotes.training.train import build_run, estimate_run, plan_for, train
 from tests.conftest import TINY

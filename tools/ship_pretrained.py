@@ -26,11 +26,11 @@ from typing import Any
 import torch
 
 from capsbook.analysis import confusion_matrix
+from capsnotes.data.files import file_sha256, write_json
+from capsnotes.fast.precision import device_name
 from capsnotes.training.checkpoint import load_checkpoint, save_checkpoint
 from capsnotes.training.config import TrainConfig, load_run_data
 from capsnotes.training.evaluation import evaluate
-from capsnotes.fast.precision import device_name
-from capsnotes.data.files import file_sha256, write_json
 from capsnotes.training.pretrained import PRETRAINED, load_pretrained, pretrained_files
 
 

@@ -21,8 +21,8 @@ import torch
 from torch import Tensor, nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from capsnotes import CapsNet, capsnet_loss, checks
-from capsnotes.data import ImageSet
+from capsnotes import CapsNet, capsnet_loss
+from capsnotes.data import ImageSet, checks
 from capsnotes.fast.routing import route_parents_first
 
 

@@ -423,10 +423,11 @@ def _grouping(
 
 @torch.no_grad()
 def reshaped_grouping(model: CapsNet, channels: int = 2) -> Diagram:
-    """The popular wrong grouping (``capsnotes.experiments.mistakes.ReshapedPrimaryCapsules``): the
-    convolution's ``[B, C·D, H, W]`` output reshaped straight to ``[B, C·H·W, D]``. The
-    first ``channels`` maps, each number labelled with the capsule it lands in, beside
-    where the paper's grouping (``model.primary``) puts the same numbers."""
+    """The popular wrong grouping
+    (``capsnotes.experiments.mistakes.ReshapedPrimaryCapsules``): the convolution's
+    ``[B, C·D, H, W]`` output reshaped straight to ``[B, C·H·W, D]``. The first
+    ``channels`` maps, each number labelled with the capsule it lands in, beside where
+    the paper's grouping (``model.primary``) puts the same numbers."""
     model = _check_model(model)
     types, dim = model.primary.capsule_channels, model.primary.capsule_dim
     rows = cols = model.config.primary_grid

@@ -10,8 +10,8 @@ model, for the capsule of each digit's true class:
   :func:`transformations` lists a sweep of them.
 * :func:`represent` reads what a model says about each image's true class: for a
   :class:`~capsnotes.CapsNet` the capsule's length and its 16-D pose, for a
-  :class:`~capsnotes.experiments.convnet.ConvNet` the softmax probability and the features of its
-  last hidden layer. :func:`measure` does it for every transformation.
+  :class:`~capsnotes.experiments.convnet.ConvNet` the softmax probability and the
+  features of its last hidden layer. :func:`measure` does it for every transformation.
 * :func:`angle_between` says how far a pose turned; :func:`fit_linear_map` and
   :func:`held_out_angles` say whether it turned the same way for every digit (a map
   fitted on the other digits predicting each one), for long vectors within their
@@ -44,7 +44,8 @@ from matplotlib.figure import Figure
 from torch import Tensor, nn
 
 from capsbook.plots import COLORS, STYLE, new_figure
-from capsnotes import CapsNet, checks
+from capsnotes import CapsNet
+from capsnotes.data import checks
 from capsnotes.experiments.affine import AffineParameters, warp
 from capsnotes.experiments.convnet import ConvNet
 
@@ -85,8 +86,8 @@ def shift_images(images: Tensor, dx: int, dy: int) -> Tensor:
 
 def rotate_images(images: Tensor, degrees: float) -> Tensor:
     """``images`` ``[B, C, H, W]`` (square) turned ``degrees`` counter-clockwise about
-    their centre by :func:`capsnotes.experiments.affine.warp` (bilinear, zeros where the turned
-    image has no pixel). A whole number of turns (0°, 360°) returns the images
+    their centre by :func:`capsnotes.experiments.affine.warp` (bilinear, zeros where the
+    turned image has no pixel). A whole number of turns (0°, 360°) returns the images
     unchanged: interpolating at the pixel centres themselves would only add rounding."""
     _images(images)
     if isinstance(degrees, bool) or not isinstance(degrees, (int, float)):
@@ -160,9 +161,10 @@ def represent(model: nn.Module, images: Tensor, labels: Tensor) -> Reading:
     """Read the true class ``labels`` ``[N]`` of ``images`` ``[N, C, H, W]``.
 
     A :class:`~capsnotes.CapsNet`: the digit capsule ``v`` of the label, its length
-    ``‖v‖`` and whether it is the longest. A :class:`~capsnotes.experiments.convnet.ConvNet` (in
-    evaluation mode, so that dropout keeps every feature): the output of its last
-    hidden layer (after the ReLU), the softmax probability of the label, and whether
+    ``‖v‖`` and whether it is the longest. A
+    :class:`~capsnotes.experiments.convnet.ConvNet` (in evaluation mode, so that dropout
+    keeps every feature): the output of its last hidden layer (after the ReLU), the
+    softmax probability of the label, and whether
     its score is the highest."""
     _images(images)
     rows = torch.arange(len(images), device=images.device)

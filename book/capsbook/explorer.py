@@ -100,8 +100,8 @@ def _choose_digits(
     """The first ``per_class`` correctly read test digits of each class and the first
     ``wrong`` misread ones (in test-set order), with the predictions [scanned] and
     capsules [scanned, classes, dim] of the first ``scanned`` test digits (from
-    ``outputs`` where given: :func:`~capsnotes.training.evaluation.evaluate`'s outputs on
-    ``data``)."""
+    ``outputs`` where given: :func:`~capsnotes.training.evaluation.evaluate`'s outputs
+    on ``data``)."""
     if outputs is None:
         first = ImageSet(data.images[:scanned], data.labels[:scanned], data.classes)
         outputs = evaluate(model, first, return_outputs=True)

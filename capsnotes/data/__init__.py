@@ -1,4 +1,7 @@
-"""MNIST and Fashion-MNIST as tensors, batching, and the paper's shift augmentation.
+"""The digits every wing reads: MNIST and Fashion-MNIST as tensors, batching, and the
+paper's shift augmentation. Beside them, what the wings share below the paper:
+:mod:`~capsnotes.data.files` (files written whole) and :mod:`~capsnotes.data.checks`
+(checks of what a user hands over).
 
 The images are read once through ``torchvision.datasets`` and then kept as one ``uint8``
 tensor (47 MB for the MNIST training set), on the GPU when training there, so that

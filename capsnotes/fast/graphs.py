@@ -13,9 +13,9 @@ Four details make the capture correct:
 * The first few steps run eagerly on a side stream, so that cuDNN, cuBLAS and autocast
   have made their one-time choices and allocations before anything is recorded.
 * Adam's learning rate is a number baked into the recorded update, so the step records
-  a new graph whenever the learning rate has changed (once per epoch). Batches of
-  another size (the last, smaller batch of an epoch) run eagerly into the same
-  gradient buffers.
+  a new graph whenever the learning rate has changed (once per epoch). The graph is
+  recorded on a full batch; batches of another size (the last, smaller batch of an
+  epoch) run eagerly into the same gradient buffers.
 * Everything happens with the model's GPU made the current device, on a stream of that
   GPU (``--device cuda:1`` records on GPU 1, not on GPU 0).
 
@@ -38,8 +38,6 @@ from typing import Any
 
 import torch
 from torch import Tensor
-
-from ..training.step import TrainingStep
 
 
 class CudaGraphs:
@@ -70,24 +68,23 @@ class CudaGraphs:
         return graph, result
 
 
-class GraphedStep(TrainingStep):
-    """A :class:`~capsnotes.training.step.TrainingStep` replayed from a CUDA graph: the
-    same attributes and the same result. Its model must be on a CUDA device and its
-    optimizer capturable (``torch.optim.Adam(..., capturable=True)``); ``warmup`` eager
-    steps run before the first recording. ``graphs``: CUDA's part (default:
-    :class:`CudaGraphs` for the model's GPU)."""
+class GraphedStep:
+    """A training step (:class:`~capsnotes.training.step.TrainingStep`, or anything
+    with its ``model``, ``optimizer`` and ``scaler`` that is called with a batch)
+    replayed from a CUDA graph, with the same result. Its model must be on a CUDA
+    device and its optimizer capturable (``torch.optim.Adam(..., capturable=True)``);
+    ``warmup`` eager steps run before the first recording, which is made on a batch of
+    ``batch_size`` examples (None: the first batch's size), so that the full batches
+    replay and only an epoch's last, smaller batch runs eagerly. ``graphs``: CUDA's
+    part (default: :class:`CudaGraphs` for the model's GPU)."""
 
     def __init__(
-        self, step: TrainingStep, warmup: int = 3, graphs: CudaGraphs | None = None
+        self,
+        step: Callable[[Sequence[Tensor]], dict[str, Tensor]],
+        batch_size: int | None = None,
+        warmup: int = 3,
+        graphs: CudaGraphs | None = None,
     ) -> None:
-        super().__init__(
-            step.model,
-            step.optimizer,
-            step.objective,
-            step.precision,
-            step.scaler,
-            step.average,
-        )
         device = next(step.model.parameters()).device
         if graphs is None and device.type != "cuda":
             raise ValueError(f"CUDA graphs need a model on a CUDA device, not {device}")
@@ -99,8 +96,9 @@ class GraphedStep(TrainingStep):
             raise ValueError(
                 "a graphed step with a loss scaler has not been run on a GPU yet"
             )
+        self.step, self.optimizer = step, step.optimizer
         self.graphs = CudaGraphs(device) if graphs is None else graphs
-        self.warmup, self.eager_steps = warmup, 0
+        self.batch_size, self.warmup, self.eager_steps = batch_size, warmup, 0
         self.recordings = 0  #: how many graphs were recorded (one per learning rate)
         self._graph: torch.cuda.CUDAGraph | None = None
         self._graph_lr: float | None = None
@@ -113,7 +111,7 @@ class GraphedStep(TrainingStep):
 
     def _eager(self, batch: Sequence[Tensor]) -> dict[str, Tensor]:
         self.eager_steps += 1
-        return super().__call__(batch)
+        return self.step(batch)
 
     def _record(self, batch: Sequence[Tensor]) -> None:
         self._inputs = [torch.empty_like(t) for t in batch]
@@ -123,9 +121,7 @@ class GraphedStep(TrainingStep):
         # No gradient buffers yet: the recorded backward allocates its own, which every
         # replay then overwrites.
         self.optimizer.zero_grad(set_to_none=True)
-        graph, stats = self.graphs.record(
-            lambda: TrainingStep.__call__(self, self._inputs)
-        )
+        graph, stats = self.graphs.record(lambda: self.step(self._inputs))
         self._graph, self._stats = graph, stats
         self._graph_lr = self._learning_rate
         self.recordings += 1
@@ -135,8 +131,11 @@ class GraphedStep(TrainingStep):
             if self._graph is None and self.eager_steps < self.warmup:
                 with self.graphs.side_stream():
                     return self._eager(batch)
-            if self._graph is not None and batch[0].shape != self._inputs[0].shape:
-                return self._eager(batch)  # e.g. the last, smaller batch
+            size = len(batch[0])
+            if self.batch_size is None:
+                self.batch_size = size
+            if size != self.batch_size:
+                return self._eager(batch)  # e.g. an epoch's last, smaller batch
             if self._graph is None or self._learning_rate != self._graph_lr:
                 self._record(batch)
             else:

@@ -173,7 +173,7 @@ def build_run(
         stepped, optimizer, config.objective, plan.dtype, scaler, average
     )
     if plan.cuda_graph:
-        step = GraphedStep(step)
+        step = GraphedStep(step, config.batch_size)
     details = plan.to_dict() | timings
     return TrainingRun(
         config, model, optimizer, scheduler, step, plan, average, scaler, details
