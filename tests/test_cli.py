@@ -117,6 +117,15 @@ def test_every_field_is_an_option_with_its_help(capsys):
     text = capsys.readouterr().out
     for word in ("--profile", "resumes", "auto", *PROFILES):
         assert word in text, word
+    for command, words in (
+        ([], ("train", "evaluate", "affine", "profiles", "CAPSNOTES_DATA")),
+        (["evaluate"], ("--checkpoint", "--test-size", "--device", "--data-root")),
+        (["affine"], ("--out", "--capsnet", "--cnn", "--sweep-size", "mnist")),
+    ):
+        with pytest.raises(SystemExit) as done:
+            main([*command, "--help"])
+        text = capsys.readouterr().out
+        assert done.value.code == 0 and all(word in text for word in words), command
 
 
 def test_options_override_the_profile_and_are_recorded():
@@ -298,10 +307,20 @@ def test_a_run_from_a_checkout_that_is_not_installed_records_what_it_chose(tmp_p
     assert history["capsnotes"] == details["capsnotes"] == capsnotes.__version__
 
 
-def test_without_tyro_train_says_what_to_install_and_the_rest_works(monkeypatch, capsys):
-    """The GPU machine's image has no tyro: ``train`` says so (and how to carry it);
-    the commands that need none still run."""
-    monkeypatch.setattr("capsnotes.training.cli.tyro", None)
-    assert main(["train", "--profile", "quick", "--out", "x"]) == 2
-    assert "tyro, which is not installed" in capsys.readouterr().err
-    assert main(["profiles"]) == 0
+def test_a_broken_tyro_is_named_with_what_to_do(tmp_path):
+    """A tyro that is installed but fails to import with a plain ImportError (not only a
+    missing one): every command says which package failed, why, and what to install."""
+    broken = tmp_path / "broken" / "tyro"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("raise ImportError('a broken tyro install')\n")
+    env = dict(os.environ, PYTHONPATH=f"{broken.parent}{os.pathsep}{REPO}")
+    run = subprocess.run(
+        [sys.executable, "-m", "capsnotes", "profiles"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert run.returncode == 2, run.stderr
+    assert "tyro, which fails to import (a broken tyro install)" in run.stderr
+    assert "pip install tyro" in run.stderr and "Traceback" not in run.stderr

@@ -1,29 +1,30 @@
-"""Command line: ``python -m capsnotes {train,evaluate,affine,profiles}``.
+"""The command line, ``python -m capsnotes {train,evaluate,affine,profiles}``, made from
+dataclasses by tyro in one pass (``tyro.cli`` of a union of subcommands, as
+``tyro.extras.subcommand_cli_from_dict`` makes it, with a short description for
+``train``): each command is a dataclass whose fields are its options, documented by
+the field, and whose ``run(argv)`` does it.
 
-``train``'s command line is made from the dataclasses by tyro, in one pass: each profile
-is a subcommand (``train --profile paper``, or ``train paper``), whose options are every
-field of :class:`RunOptions`, of the profile's :class:`~capsnotes.training.config.TrainConfig`
-and of its model's configuration (``--epochs``, ``--conv-channels``, ...), documented by
-the field, with the profile's value as its default. The other commands' few options are
-argparse's, and need no tyro.
+``train``'s profiles are subcommands of their own (``train --profile paper``, or ``train
+paper``), whose options are every field of :class:`RunOptions`, of the profile's
+:class:`~capsnotes.training.config.TrainConfig` and of its model's configuration
+(``--epochs``, ``--conv-channels``, ...), with the profile's value as the default.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, Union
+from typing import Annotated, Any, Literal, Union
 
 import torch
 
 from ..data import load_dataset
 from ..data.files import write_json
-from ..experiments.affine import AFFNIST_RANGES, robustness
+from ..experiments.affine import robustness
 from ..fast.precision import device_name, resolve_device
 from .checkpoint import load_checkpoint, load_model_state
 from .config import PROFILES, TrainConfig, build_model, load_run_data
@@ -33,8 +34,8 @@ from .train import train
 
 try:
     import tyro
-except ModuleNotFoundError:  # only ``train`` needs it; see train_config
-    tyro = None
+except ImportError as error:  # not installed, or installed but broken
+    tyro, TYRO_ERROR = None, error
 
 DESCRIPTION = """\
 Train and evaluate the CapsNet of "Dynamic Routing Between Capsules" (Sabour, Frosst &
@@ -43,19 +44,6 @@ Hinton, 2017), and the baseline CNN it is compared with.
 Data: MNIST / Fashion-MNIST are read from --data-root, else from the environment
 variable CAPSNOTES_DATA, else from ~/.cache/capsnotes/data (torchvision's layout:
 MNIST/raw/...), and downloaded there when missing and a network is available.
-"""
-
-TRAIN_HELP = """\
-Train a model and write OUT/history.json (one record per epoch) and
-OUT/checkpoint.safetensors after every epoch (or every --checkpoint-every epochs).
-The same command again resumes from the checkpoint (or does nothing if the run is
-complete); with a larger --epochs it extends a finished run exactly as a longer run
-would have gone.
-
---profile NAME (or NAME alone) picks the defaults (python -m capsnotes profiles prints
-them): quick, paper, cnn, paper-cnn, multimnist, multimnist-cnn, or auto (the default:
-paper on a GPU, quick otherwise). Every option after it overrides one field of the
-profile (python -m capsnotes train --profile NAME --help lists them).
 """
 
 #: What each profile trains, in a line (capsnotes.training.config describes them).
@@ -68,6 +56,16 @@ PROFILE_HELP = {
     "multimnist-cnn": "the CPU-sized baseline CNN on the same overlapping digits",
 }
 
+TRAIN_HELP = """\
+Train a model into OUT: history.json and checkpoint.safetensors after every epoch. The
+same command resumes an interrupted run; with a larger --epochs it extends a finished
+one as a longer run would have gone. --profile NAME (or NAME alone; default auto: paper
+on a GPU, quick otherwise) picks the defaults, and every option after it overrides one
+field (train NAME --help lists them; python -m capsnotes profiles prints them all).
+"""
+
+Pretrained = Literal[tuple(PRETRAINED)]  # type: ignore[valid-type]
+
 
 @dataclasses.dataclass(frozen=True)
 class RunOptions:
@@ -78,7 +76,7 @@ class RunOptions:
     device: str = "auto"
     """auto (a GPU if there is one), cpu, cuda or cuda:N"""
     data_root: Path | None = None
-    """data folder (default: $CAPSNOTES_DATA, else ~/.cache/capsnotes/data)"""
+    """data folder (None: $CAPSNOTES_DATA, else ~/.cache/capsnotes/data)"""
     resume: bool = True
     """continue from OUT's checkpoint (--no-resume: start over, overwriting it)"""
     progress: bool = True
@@ -90,75 +88,63 @@ class RunOptions:
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainCommand:
-    """``train PROFILE``'s options: how to run, and what to train."""
+class Profile:
+    """A profile's options: how to run, and what to train."""
 
-    profile: tyro.conf.Suppress[str]
+    name: tyro.conf.Suppress[str]
     run: RunOptions
     config: Annotated[TrainConfig, tyro.conf.AvoidSubcommands]
 
+    def overrides(self) -> dict[str, Any]:
+        """The fields this command changes of its profile's (``model``: the model's)."""
+        profile, chosen = PROFILES[self.name].to_dict(), self.config.to_dict()
+        changed = {k: v for k, v in chosen.items() if k != "model" and v != profile[k]}
+        model = {
+            k: v for k, v in chosen["model"].items() if v != profile["model"].get(k)
+        }
+        return changed | ({"model": model} if model else {})
 
-def train_config(
-    argv: Sequence[str],
-) -> tuple[str, TrainConfig, RunOptions, dict[str, Any]]:
-    """The profile's name, the configuration and the run options ``train ARGV`` asks
-    for, and the fields it changes of the profile's (``model``: the model's fields)."""
-    if tyro is None:
-        raise ValueError(
-            "python -m capsnotes train builds its options with tyro, which is not "
-            "installed: pip install tyro (on a machine without a network, carry its "
-            "wheels: benchmarks/gpu_wheels.sh)"
-        )
+
+def _train_command() -> type:
+    """``train``: the profiles as subcommands (``auto`` the default), after an
+    optional ``--profile``."""
     auto = "paper" if torch.cuda.is_available() else "quick"
-    defaults = {
-        name: TrainCommand(profile, RunOptions(out=tyro.MISSING), PROFILES[profile])
-        for name, profile in [("auto", auto), *((name, name) for name in PROFILES)]
-    }
     helps = {"auto": f"the default: paper on a GPU, quick otherwise (here: {auto})"}
     helps |= {
         name: f"the {name} profile: {text}" for name, text in PROFILE_HELP.items()
     }
     profiles = [
         Annotated[
-            TrainCommand,
+            Profile,
             tyro.conf.subcommand(
                 name,
-                default=default,
+                default=Profile(
+                    profile, RunOptions(out=tyro.MISSING), PROFILES[profile]
+                ),
                 description=helps[name],
                 prefix_name=False,
-                is_default=name == "auto",  # tyro 1.0.14 and later
+                is_default=name == "auto",
             ),
         ]
-        for name, default in defaults.items()
+        for name, profile in [("auto", auto), *((name, name) for name in PROFILES)]
     ]
-    # the profile, after an optional --profile: `--profile paper` is `paper`
     marker = tyro.conf.arg(help="optional, before the profile's name")
-    command_line = dataclasses.make_dataclass(
+    return dataclasses.make_dataclass(
         "Train",
         [
-            ("train", Union[tuple(profiles)]),  # noqa: UP007 (a Union of a list)
+            ("chosen", Union[tuple(profiles)]),  # noqa: UP007 (a Union of a list)
             ("profile", Annotated[bool, tyro.conf.FlagCreatePairsOff, marker], False),
         ],
         frozen=True,
+        namespace={"run": _run_train},
     )
-    command = tyro.cli(
-        command_line,
-        args=argv,
-        prog="python -m capsnotes train",
-        description=TRAIN_HELP,
-        config=(tyro.conf.OmitArgPrefixes,),
-    ).train
-    name, config = command.profile, command.config
-    profile, chosen = PROFILES[name].to_dict(), config.to_dict()
-    changed = {k: v for k, v in chosen.items() if k != "model" and v != profile[k]}
-    model = {k: v for k, v in chosen["model"].items() if v != profile["model"].get(k)}
-    return name, config, command.run, changed | ({"model": model} if model else {})
 
 
-def _train(argv: Sequence[str]) -> int:
-    name, config, run, overrides = train_config(argv[1:])
+def _run_train(command: Any, argv: Sequence[str]) -> int:
+    chosen: Profile = command.chosen
+    run = chosen.run
     result = train(
-        config,
+        chosen.config,
         run.out,
         device=run.device,
         data_root=run.data_root,
@@ -168,14 +154,14 @@ def _train(argv: Sequence[str]) -> int:
         checkpoint_every=run.checkpoint_every,
         provenance={
             "command": "python -m capsnotes " + shlex.join(argv),
-            "profile": name,
-            "overrides": overrides,
+            "profile": chosen.name,
+            "overrides": chosen.overrides(),
             "fast_paths": not run.reference,
         },
     )
     history = result.history
     print(
-        f"profile {name}: test accuracy "
+        f"profile {chosen.name}: test accuracy "
         f"{history.get('test_accuracy', float('nan')):.4f} "
         f"after {len(history['epochs'])} epochs on {history['device']} "
         f"({history.get('wall_seconds', 0):.1f} s); wrote {result.out_dir}/history.json"
@@ -183,129 +169,137 @@ def _train(argv: Sequence[str]) -> int:
     return 0
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+@dataclasses.dataclass(frozen=True)
+class Evaluate:
+    """Print the test accuracy and losses of a checkpoint as JSON."""
+
+    checkpoint: Path
+    """checkpoint.safetensors or its folder"""
+    test_size: int | None = None
+    """evaluate on a fixed subset of this size (None: the whole test set)"""
+    device: str = "auto"
+    """auto (a GPU if there is one), cpu, cuda or cuda:N"""
+    data_root: Path | None = None
+    """data folder (None: $CAPSNOTES_DATA, else ~/.cache/capsnotes/data)"""
+
+    def run(self, argv: Sequence[str]) -> int:
+        checkpoint = load_checkpoint(self.checkpoint)
+        config = TrainConfig.from_dict(checkpoint.metadata["train_config"])
+        config = dataclasses.replace(config, test_size=self.test_size)
+        model = build_model(config)
+        load_model_state(model, checkpoint.result_state, checkpoint.path)
+        device = resolve_device(self.device)
+        _, test_data = load_run_data(config, device, self.data_root)
+        scores = evaluate(model.to(device), test_data, config.objective)
+        scores |= {"checkpoint": str(checkpoint.path), "dataset": config.dataset}
+        print(
+            json.dumps(scores | {"epoch": checkpoint.metadata.get("epoch")}, indent=1)
+        )
+        return 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Affine:
+    """Warp the MNIST test digits with random affine transformations
+    (capsnotes.experiments.affine), score a shipped CapsNet and the shipped CNN on the
+    same images, sweep one factor at a time, and write the record as JSON."""
+
+    out: Path
+    """the JSON record"""
+    capsnet: Pretrained = "mnist"
+    """the shipped CapsNet to score"""
+    cnn: Pretrained = "cnn-mnist"
+    """the shipped CNN to score"""
+    seed: int = 0
+    """seed of the random warps"""
+    sweep_size: int = 2000
+    """images per sweep point"""
+    device: str = "auto"
+    """auto (a GPU if there is one), cpu, cuda or cuda:N"""
+    data_root: Path | None = None
+    """data folder (None: $CAPSNOTES_DATA, else ~/.cache/capsnotes/data)"""
+
+    def run(self, argv: Sequence[str]) -> int:
+        device = resolve_device(self.device)
+        models, facts = {}, {}
+        for role, name in (("capsnet", self.capsnet), ("cnn", self.cnn)):
+            model, history = load_pretrained(name, device)
+            models[role] = model
+            facts[role] = {
+                "pretrained": name,
+                "parameters": sum(p.numel() for p in model.parameters()),
+                "trained_test_accuracy": history["epochs"][-1]["test_accuracy"],
+            }
+        test_set = load_dataset("mnist", False, self.data_root)
+        record = robustness(
+            models, test_set, seed=self.seed, sweep_size=self.sweep_size
+        )
+        for role in models:
+            record["models"][role] |= facts[role]
+            record[f"{role}_accuracy"] = record["models"][role]["affine_accuracy"]
+            record[f"{role}_plain_accuracy"] = record["models"][role]["plain_accuracy"]
+        record["device"] = device_name(device)
+        record["command"] = "python -m capsnotes " + shlex.join(argv)
+        write_json(self.out, record)
+        capsnet, cnn = record["capsnet_accuracy"], record["cnn_accuracy"]
+        print(
+            f"affine-warped MNIST ({record['count']:,} images, seed {self.seed}): "
+            f"CapsNet {capsnet:.4f}, CNN {cnn:.4f}; wrote {self.out}"
+        )
+        return 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Profiles:
+    """Print the predefined training profiles as JSON."""
+
+    def run(self, argv: Sequence[str]) -> int:
+        print(json.dumps({name: c.to_dict() for name, c in PROFILES.items()}, indent=1))
+        return 0
+
+
+def parse(argv: Sequence[str]) -> Any:
+    """The command ``argv`` asks for: a ``Train`` (its ``chosen`` a :class:`Profile`),
+    :class:`Evaluate`, :class:`Affine` or :class:`Profiles`; tyro prints the help or a
+    usage error and exits where ``argv`` asks for one."""
+    if tyro is None:
+        raise ValueError(
+            f"python -m capsnotes builds its options with tyro, which fails to import "
+            f"({TYRO_ERROR}): pip install tyro (on a machine without a network, carry "
+            "its wheels: benchmarks/gpu_wheels.sh)"
+        )
+    commands = {
+        "train": (_train_command(), TRAIN_HELP),
+        "evaluate": (Evaluate, None),
+        "affine": (Affine, None),
+        "profiles": (Profiles, None),
+    }
+    choices = [
+        Annotated[kind, tyro.conf.subcommand(name, description=text, prefix_name=False)]
+        for name, (kind, text) in commands.items()
+    ]
+    return tyro.cli(
+        Union[tuple(choices)],  # noqa: UP007 (a Union of a list)
         prog="python -m capsnotes",
         description=DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        args=list(argv),
+        config=(tyro.conf.OmitArgPrefixes,),
     )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    commands.add_parser(
-        "train", help="train a model (see: train --help)", add_help=False
-    )
-    # the options every other command has
-    where = argparse.ArgumentParser(add_help=False)
-    where.add_argument(
-        "--device", default="auto", help="auto (default), cpu, cuda or cuda:N"
-    )
-    where.add_argument(
-        "--data-root", metavar="PATH", help="data folder (default: see above)"
-    )
-    evaluate_parser = commands.add_parser(
-        "evaluate",
-        parents=[where],
-        help="score a checkpoint on its test set",
-        description="Print the test accuracy and losses of a checkpoint as JSON.",
-    )
-    evaluate_parser.add_argument(
-        "--checkpoint",
-        required=True,
-        metavar="PATH",
-        help="checkpoint.safetensors or its folder",
-    )
-    evaluate_parser.add_argument(
-        "--test-size", type=int, help="evaluate on a fixed subset"
-    )
-    affine = commands.add_parser(
-        "affine",
-        parents=[where],
-        help="score shipped models on affine-warped test digits",
-        description="Warp the MNIST test digits with random affine transformations "
-        "(capsnotes.experiments.affine), score a shipped CapsNet and the shipped CNN on the same "
-        "images, "
-        "sweep one factor at a time, and write the record as JSON.",
-    )
-    affine.add_argument("--out", required=True, metavar="FILE", help="the JSON record")
-    affine.add_argument("--capsnet", default="mnist", choices=sorted(PRETRAINED))
-    affine.add_argument("--cnn", default="cnn-mnist", choices=sorted(PRETRAINED))
-    affine.add_argument("--seed", type=int, default=0, help="seed of the random warps")
-    affine.add_argument(
-        "--sweep-size", type=int, default=2000, help="images per sweep point"
-    )
-    commands.add_parser(
-        "profiles", help="print the predefined training profiles as JSON"
-    )
-    return parser
 
 
-def _evaluate(args: argparse.Namespace) -> int:
-    checkpoint = load_checkpoint(args.checkpoint)
-    config = TrainConfig.from_dict(checkpoint.metadata["train_config"])
-    config = dataclasses.replace(config, test_size=args.test_size)
-    model = build_model(config)
-    load_model_state(model, checkpoint.result_state, checkpoint.path)
-    device = resolve_device(args.device)
-    _, test_data = load_run_data(config, device, args.data_root)
-    scores = evaluate(model.to(device), test_data, config.objective)
-    scores |= {"checkpoint": str(checkpoint.path), "dataset": config.dataset}
-    print(json.dumps(scores | {"epoch": checkpoint.metadata.get("epoch")}, indent=1))
-    return 0
-
-
-def _affine(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    device = resolve_device(args.device)
-    models, facts = {}, {}
-    for role, name in (("capsnet", args.capsnet), ("cnn", args.cnn)):
-        model, history = load_pretrained(name, device)
-        models[role] = model
-        facts[role] = {
-            "pretrained": name,
-            "parameters": sum(p.numel() for p in model.parameters()),
-            "trained_test_accuracy": history["epochs"][-1]["test_accuracy"],
-        }
-    test_set = load_dataset("mnist", False, args.data_root)
-    record = robustness(
-        models,
-        test_set,
-        ranges=AFFNIST_RANGES,
-        seed=args.seed,
-        sweep_size=args.sweep_size,
-    )
-    for role in models:
-        record["models"][role] |= facts[role]
-        record[f"{role}_accuracy"] = record["models"][role]["affine_accuracy"]
-        record[f"{role}_plain_accuracy"] = record["models"][role]["plain_accuracy"]
-    record["device"] = device_name(device)
-    record["command"] = "python -m capsnotes " + shlex.join(argv)
-    write_json(args.out, record)
-    print(
-        f"affine-warped MNIST ({record['count']:,} images, seed {args.seed}): CapsNet "
-        f"{record['capsnet_accuracy']:.4f}, CNN {record['cnn_accuracy']:.4f}; wrote "
-        f"{args.out}"
-    )
-    return 0
+def train_config(
+    argv: Sequence[str],
+) -> tuple[str, TrainConfig, RunOptions, dict[str, Any]]:
+    """The profile's name, the configuration and the run options ``train ARGV`` asks
+    for, and the fields it changes of the profile's (``model``: the model's fields)."""
+    chosen: Profile = parse(["train", *argv]).chosen
+    return chosen.name, chosen.config, chosen.run, chosen.overrides()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        if argv[:1] == ["train"]:
-            return _train(argv)
-        args = _parser().parse_args(argv)
-        if args.command == "evaluate":
-            return _evaluate(args)
-        if args.command == "affine":
-            return _affine(args, argv)
-        print(
-            json.dumps(
-                {name: cfg.to_dict() for name, cfg in PROFILES.items()}, indent=1
-            )
-        )
-        return 0
+        return parse(argv).run(argv)
     except (ValueError, TypeError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())
