@@ -32,7 +32,7 @@ from capsnotes.data import data_root, load_dataset
 from capsnotes.fast.precision import device_name, resolve_device
 from capsnotes.training.config import TrainConfig, build_model
 from capsnotes.training.step import TrainingStep
-from capsnotes.training.train import build_run
+from capsnotes.training.train import build_run, plan_for
 
 #: timeline segment → the part of the model it is charged to
 PARTS = {
@@ -107,8 +107,8 @@ def breakdown(device: torch.device, batch_size: int, repeats: int, root=None) ->
     # :func:`capsnotes.training.step.training_step`, with stamps where the loss is computed and
     # where the optimizer starts; only the CUDA graph is left out, since its replay
     # cannot be divided.
-    sample = next(data.batches(batch_size)) if device.type == "cpu" else None
-    run = build_run(config, device, sample=sample, cuda_graph=False)
+    sample = lambda: next(data.batches(batch_size))  # noqa: E731
+    run = build_run(config, device, plan_for(config, device, sample=sample, cuda_graph=False))
     trainer_step = run.step
     timeline = Timeline(device)
     instrument(run.model, timeline)

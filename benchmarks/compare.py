@@ -192,8 +192,9 @@ def capsnotes_stepper(
     on_gpu = device.type == "cuda"
     data = load_dataset("mnist", train=True, root=root, download=False).to(device)
     config = TrainConfig(batch_size=row.batch_size)
-    sample = next(data.batches(row.batch_size)) if not on_gpu else None
-    run = build_run(config, device, fast=not row.reference, sample=sample, **row.choices)
+    sample = lambda: next(data.batches(row.batch_size))  # noqa: E731
+    plan = plan_for(config, device, reference=row.reference, sample=sample, **row.choices)
+    run = build_run(config, device, plan)
     if notes is not None:
         notes["plan"] = {k: v for k, v in run.details.items() if k != "step_seconds"}
         if not on_gpu:  # the CPU's choice, and the timings that made it

@@ -29,7 +29,7 @@ from capsnotes.data import load_dataset
 from capsnotes.data.files import write_json
 from capsnotes.fast.precision import device_name
 from capsnotes.training.config import profile
-from capsnotes.training.train import build_run
+from capsnotes.training.train import build_run, plan_for
 
 #: name → (profile, model fields)
 CANDIDATES = {
@@ -63,7 +63,7 @@ def images_per_second(name: str, model: dict, data, steps: int, rounds: int) -> 
     images = data.padded(canvas) if canvas != 28 else data
     generator = torch.Generator().manual_seed(0)
     stream = images.batches(128, shuffle=True, max_shift=2, generator=generator)
-    run = build_run(config, "cpu", sample=next(stream))
+    run = build_run(config, "cpu", plan_for(config, "cpu", sample=lambda: next(stream)))
     for _ in range(2):
         run.step(next(stream))
     times = []

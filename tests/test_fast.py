@@ -10,13 +10,15 @@ from capsnotes import CapsNet, CapsNetConfig, DigitCapsules, capsnet_loss, dynam
 from capsnotes.fast import speed_up
 from capsnotes.fast.convolution import MatmulConv2d, conv2d_as_matmul, patches
 from capsnotes.fast.cpu import (
-    BF16_SPEEDUP_THRESHOLD,
     MatmulRates,
     choose_cpu_implementation,
-    cpu_bf16_speedup,
+    cpu_matmul_rates,
 )
+from capsnotes.fast.plan import BF16_SPEEDUP
 from capsnotes.fast.precision import device_capability, device_name, resolve_device
 from capsnotes.fast.routing import FusedDigitCapsules, fused_dynamic_routing, route_parents_first
+from capsnotes.training.config import TrainConfig
+from capsnotes.training.train import plan_for
 from tests.conftest import TINY
 
 
@@ -210,15 +212,27 @@ def fake_clock(monkeypatch, native: float, matmul: float, bf16_factor: float) ->
 
 
 def bf16_rates(monkeypatch, speedup: float) -> None:
-    rates = MatmulRates(1024, 200.0, 200.0 * speedup)
-    monkeypatch.setattr("capsnotes.fast.cpu.cpu_bf16_speedup", lambda: rates)
+    rates = MatmulRates((1024,), 200.0, 200.0 * speedup)
+    monkeypatch.setattr("capsnotes.training.train.cpu_matmul_rates", lambda: rates)
 
 
-def test_with_bf16_units_the_fastest_of_four_candidates_is_chosen(monkeypatch):
+def refuse_probe(monkeypatch) -> None:
+    def refuse():
+        raise AssertionError("the bf16 probe ran although it was not needed")
+
+    monkeypatch.setattr("capsnotes.training.train.cpu_matmul_rates", refuse)
+
+
+def timed_plan(**choices):
+    """The plan of a tiny CapsNet's run on the CPU, its open choices timed on BATCH."""
+    config = TrainConfig(model=TINY, **choices.pop("config", {}))
+    return plan_for(config, "cpu", sample=lambda: BATCH, **choices)
+
+
+def test_the_fastest_of_the_candidates_is_chosen(monkeypatch):
     fake_clock(monkeypatch, native=0.2, matmul=0.3, bf16_factor=0.5)
-    bf16_rates(monkeypatch, speedup=4.0)
     before = torch.random.get_rng_state()
-    choice = choose(repeats=2)
+    choice = choose(precisions=["float32", "bfloat16"], repeats=2)
     assert (choice.convolution, choice.precision) == ("native", "bfloat16")
     assert set(choice.seconds) == {
         "native, float32",
@@ -230,50 +244,57 @@ def test_with_bf16_units_the_fastest_of_four_candidates_is_chosen(monkeypatch):
     assert choice.seconds["native, bfloat16"] == pytest.approx(0.2)
     assert choice.seconds["matmul, float32"] == pytest.approx(0.6)
     assert torch.equal(torch.random.get_rng_state(), before)  # caller's random state kept
-    assert choice.to_dict()["matmul_gflops"] == {"size": 1024, "float32": 200.0, "bfloat16": 800.0}
+
+
+def test_with_bf16_units_the_plan_times_four_candidates_and_keeps_the_rates(monkeypatch):
+    fake_clock(monkeypatch, native=0.2, matmul=0.3, bf16_factor=0.5)
+    bf16_rates(monkeypatch, speedup=4.0)
+    plan = timed_plan()
+    assert (plan.convolution, plan.precision, plan.timed) == ("native", "bfloat16", ())
+    assert len(plan.timings["step_seconds"]) == 4
+    rates = {"sizes": (1024,), "float32": 200.0, "bfloat16": 800.0}
+    assert plan.timings["matmul_gflops"] == rates
+    assert plan.to_dict()["matmul_gflops"] == rates  # what the history records
 
 
 def test_a_cpu_without_bf16_units_chooses_among_float32_only(monkeypatch):
     """On such a CPU nothing changes: the same two candidates as before bf16 existed."""
     calls = fake_clock(monkeypatch, native=0.3, matmul=0.2, bf16_factor=0.1)
-    bf16_rates(monkeypatch, speedup=BF16_SPEEDUP_THRESHOLD * 0.9)
-    choice = choose(repeats=1)
-    assert (choice.convolution, choice.precision) == ("matmul", "float32")
-    assert set(choice.seconds) == {"native, float32", "matmul, float32"}
-    assert len(calls) == 2 * 2 * 2  # 2 candidates x (warm-up + 1 repeat) x 2 convolutions
+    bf16_rates(monkeypatch, speedup=BF16_SPEEDUP * 0.9)
+    plan = timed_plan()
+    assert (plan.convolution, plan.precision) == ("matmul", "float32")
+    assert set(plan.timings["step_seconds"]) == {"native, float32", "matmul, float32"}
+    assert len(calls) == 2 * 3 * 2  # 2 candidates x (warm-up + 2 repeats) x 2 convolutions
 
 
 def test_without_mixed_precision_bf16_is_not_even_measured(monkeypatch):
     fake_clock(monkeypatch, native=0.2, matmul=0.3, bf16_factor=0.1)
-
-    def refuse():
-        raise AssertionError("the bf16 probe ran although mixed precision is off")
-
-    monkeypatch.setattr("capsnotes.fast.cpu.cpu_bf16_speedup", refuse)
-    choice = choose(mixed_precision=False)
-    assert choice.precision == "float32" and choice.matmul is None
-    assert "matmul_gflops" not in choice.to_dict()
+    refuse_probe(monkeypatch)
+    plan = timed_plan(config={"mixed_precision": False})
+    assert plan.precision == "float32" and "matmul_gflops" not in plan.timings
 
 
 def test_a_choice_given_is_not_timed(monkeypatch):
     """The plan times only what it has not been given: with the precision given, no
-    probe and one precision; with the convolution given, one convolution."""
+    probe and one precision; with both given, nothing."""
     fake_clock(monkeypatch, native=0.2, matmul=0.3, bf16_factor=0.5)
-
-    def refuse():
-        raise AssertionError("the bf16 probe ran although the precision was given")
-
-    monkeypatch.setattr("capsnotes.fast.cpu.cpu_bf16_speedup", refuse)
-    choice = choose(precisions=["bfloat16"], repeats=1)
-    assert set(choice.seconds) == {"native, bfloat16", "matmul, bfloat16"}
-    assert (choice.convolution, choice.precision) == ("native", "bfloat16")
-    choice = choose(convolutions=["matmul"], precisions=["float32"], repeats=1)
-    assert set(choice.seconds) == {"matmul, float32"}
+    refuse_probe(monkeypatch)
+    plan = timed_plan(precision="bfloat16")
+    assert set(plan.timings["step_seconds"]) == {"native, bfloat16", "matmul, bfloat16"}
+    assert (plan.convolution, plan.precision) == ("native", "bfloat16")
+    plan = timed_plan(convolution="matmul", precision="float32")
+    assert plan.timings is None and plan.timed == ()
 
 
 def test_the_probe_reports_the_fastest_of_its_repeats(monkeypatch):
-    """Rates are 2·n³ FLOP over the fastest repeat of each dtype, after a warm-up."""
-    durations = iter([9.0, 9.0, 0.5, 0.25, 0.4, 0.1, 0.2, 0.3])  # warm-up pair, then 3 pairs
+    """Rates are 2·n³ FLOP over the fastest repeat of each dtype, after a warm-up; a
+    larger size is measured only where bf16 kept up with float32."""
+    durations = iter(
+        [9.0, 0.5, 0.4, 0.2]  # float32 at 8: warm-up, then 3 repeats
+        + [9.0, 0.25, 0.1, 0.3]  # bf16 at 8
+        + [9.0, 1.0, 1.0, 1.0]  # float32 at 16
+        + [9.0, 8.0, 8.0, 8.0]  # bf16 at 16: no size after it would be measured
+    )
     ticks = {"now": 0.0, "started": True}
 
     def clock():
@@ -285,11 +306,10 @@ def test_the_probe_reports_the_fastest_of_its_repeats(monkeypatch):
         return ticks["now"]
 
     monkeypatch.setattr("capsnotes.fast.cpu.perf_counter", clock)
-    rates = cpu_bf16_speedup(size=8, repeats=3)
-    flop = 2 * 8**3 / 1e9
-    assert rates.float32 == pytest.approx(flop / 0.2)  # min of 0.5, 0.4, 0.2
-    assert rates.bfloat16 == pytest.approx(flop / 0.1)  # min of 0.25, 0.1, 0.3
-    assert rates.speedup == pytest.approx(2.0)
+    rates = cpu_matmul_rates(sizes=(8, 16, 32), repeats=3)  # 32 is never reached
+    assert rates.sizes == (8, 16)
+    assert rates.float32 == pytest.approx(2 * 16**3 / 1e9 / 1.0)  # the best: at 16
+    assert rates.bfloat16 == pytest.approx(2 * 8**3 / 1e9 / 0.1)  # the best: at 8
 
 
 # --- devices and precision ---

@@ -18,7 +18,7 @@ from capsnotes.experiments.convnet import ConvNetConfig
 from capsnotes.fast.graphs import GraphedStep
 from capsnotes.training.config import ARCHITECTURES, profile
 from capsnotes.training.step import TrainingStep, WeightAverage, training_step
-from tests.conftest import REPO, TINY
+from tests.conftest import TINY
 
 
 def make_optimizer(model, lr, fused=True, capturable=False):

@@ -221,7 +221,9 @@ def test_profiles_are_what_the_book_says():
 
 
 def test_the_reference_run_is_plain_pytorch():
-    run = build_run(TrainConfig(model=TINY), "cpu", fast=False)
+    run = build_run(
+        TrainConfig(model=TINY), "cpu", plan_for(TrainConfig(model=TINY), reference=True)
+    )
     assert type(run.model) is CapsNet and type(run.model.digits) is DigitCapsules
     assert type(run.model.conv1) is torch.nn.Conv2d
     assert not run.optimizer.defaults["fused"]
@@ -245,7 +247,7 @@ def test_a_fast_cpu_run_times_the_convolutions_on_the_sample():
     # choice among four candidates is tested in test_fast.py)
     config = TrainConfig(model=TINY, weight_averaging=0.9, mixed_precision=False)
     sample = (torch.rand(4, 1, 28, 28), torch.tensor([0, 1, 2, 3]))
-    run = build_run(config, "cpu", sample=sample)
+    run = build_run(config, "cpu", plan_for(config, "cpu", sample=lambda: sample))
     assert isinstance(run.model.digits, FusedDigitCapsules) and run.details["routing"] == "fused"
     timed = run.details["step_seconds"]
     assert {"native, float32", "matmul, float32"} <= set(timed)
@@ -257,16 +259,17 @@ def test_a_fast_cpu_run_times_the_convolutions_on_the_sample():
     assert run.optimizer.defaults["fused"] and run.details["optimizer"] == "Adam, fused"
     assert run.result_model is run.average.model
     # an explicit choice overrides the measured one
-    forced = build_run(config, "cpu", sample=sample, convolution="matmul", precision="bfloat16")
+    chosen = {"convolution": "matmul", "precision": "bfloat16"}
+    forced = build_run(config, "cpu", plan_for(config, "cpu", sample=lambda: sample, **chosen))
     assert (
         isinstance(forced.model.conv1, MatmulConv2d) and forced.details["convolution"] == "matmul"
     )
     assert forced.step.precision is torch.bfloat16 and forced.details["precision"] == "bfloat16"
     assert "step_seconds" not in forced.details  # nothing was left to time
     with pytest.raises(ValueError, match="precision must be one of"):
-        build_run(config, "cpu", sample=sample, precision="float8")
+        plan_for(config, "cpu", sample=lambda: sample, precision="float8")
     with pytest.raises(ValueError, match="a CUDA graph needs a CUDA device"):
-        build_run(config, "cpu", cuda_graph=True)
+        plan_for(config, "cpu", cuda_graph=True)
 
 
 def test_the_model_is_seeded_by_the_configuration_only():
@@ -275,7 +278,7 @@ def test_the_model_is_seeded_by_the_configuration_only():
     state = torch.random.get_rng_state()
     a, b = (
         build_model(config),
-        build_run(config, "cpu", convolution="matmul").model,
+        build_run(config, "cpu", plan_for(config, "cpu", convolution="matmul")).model,
     )
     assert torch.equal(torch.random.get_rng_state(), state)
     for (name, x), y in zip(a.state_dict().items(), b.state_dict().values()):
@@ -301,11 +304,11 @@ def test_the_run_is_built_as_its_plan_says():
 
 def test_the_run_state_round_trips_through_a_checkpoint(tmp_path):
     config = TrainConfig(model=TINY, weight_averaging=0.5)
-    run = build_run(config, "cpu", fast=False)
+    run = build_run(config, "cpu", plan_for(config, reference=True))
     run.step((torch.rand(4, 1, 28, 28), torch.tensor([0, 1, 2, 3])))
     run.scheduler.step()
     save_checkpoint(tmp_path / "c.safetensors", metadata={}, **run.state())
-    other = build_run(config, "cpu", fast=False)
+    other = build_run(config, "cpu", plan_for(config, reference=True))
     other.load(load_checkpoint(tmp_path / "c.safetensors"))
     assert other.optimizer.param_groups[0]["lr"] == pytest.approx(
         run.optimizer.param_groups[0]["lr"]
@@ -359,7 +362,7 @@ def test_a_run_resumed_with_other_implementations_keeps_its_own_adam_and_the_los
     float16)."""
     config = TrainConfig(model=TINY)
     batch = (torch.rand(4, 1, 28, 28), torch.tensor([0, 1, 2, 3]))
-    reference = build_run(config, "cpu", fast=False)
+    reference = build_run(config, "cpu", plan_for(config, reference=True))
     reference.step(batch)
     reference.scaler = torch.amp.GradScaler("cpu", init_scale=1024.0, growth_interval=7)
     save_checkpoint(tmp_path / "c.safetensors", metadata={}, **reference.state())

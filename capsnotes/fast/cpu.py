@@ -8,10 +8,10 @@ faster than float32, others emulate it slowly. So the trainer times one training
 of each candidate on a real batch and builds its run with the fastest, as cuDNN's
 benchmark mode does on a GPU.
 
-PyTorch has no public query for bf16 units on a CPU, so :func:`cpu_bf16_speedup` asks
+PyTorch has no public query for bf16 units on a CPU, so :func:`cpu_matmul_rates` asks
 the question the choice depends on directly: how much faster is a bf16 matrix product
-than a float32 one on this machine? Only where it is clearly faster are bf16 candidates
-timed at all.
+than a float32 one on this machine? Only where it is clearly faster
+(:data:`capsnotes.fast.plan.BF16_SPEEDUP`) are bf16 candidates timed at all.
 """
 
 from __future__ import annotations
@@ -27,17 +27,13 @@ from torch import Tensor, nn
 from . import CONVOLUTIONS, speed_up
 from .plan import DTYPES
 
-#: bf16 candidates are timed only where a bf16 matrix product runs at least this many
-#: times as fast as a float32 one (measured: 2.4x on AMD Zen 4, 4.1x on Zen 5; CPUs that
-#: emulate bf16 run it slower than float32).
-BF16_SPEEDUP_THRESHOLD = 1.5
-
 
 @dataclass(frozen=True)
 class MatmulRates:
-    """Measured rates of a ``size × size`` matrix product on the CPU, in GFLOP/s."""
+    """The best measured rates of square matrix products on the CPU, in GFLOP/s, over
+    the ``sizes`` measured."""
 
-    size: int
+    sizes: tuple[int, ...]
     float32: float
     bfloat16: float
 
@@ -46,42 +42,47 @@ class MatmulRates:
         return self.bfloat16 / self.float32
 
 
-def cpu_bf16_speedup(size: int = 1024, repeats: int = 3) -> MatmulRates:
-    """Time a ``size × size`` matrix product in float32 and in bf16 (the fastest of
-    ``repeats`` after a warm-up) on the CPU."""
+def cpu_matmul_rates(
+    sizes: Sequence[int] = (1024, 2048), repeats: int = 3
+) -> MatmulRates:
+    """Time square matrix products in float32 and in bf16 on the CPU (the fastest of
+    ``repeats`` after a warm-up), at each of ``sizes`` in turn, and keep each dtype's
+    best rate. The next size is measured only where bf16 kept up with float32 at this
+    one: a CPU that emulates bf16 (a hundred times slower) is not kept waiting, and one
+    with bf16 units is not judged by one small, noisy product."""
     generator = torch.Generator().manual_seed(0)
-    a = torch.randn(size, size, generator=generator)
-    b = torch.randn(size, size, generator=generator)
-    operands = {torch.float32: (a, b), torch.bfloat16: (a.bfloat16(), b.bfloat16())}
-    best = dict.fromkeys(operands, float("inf"))
-    for round_ in range(repeats + 1):
-        for dtype, (x, y) in operands.items():
-            started = perf_counter()
-            x @ y
-            elapsed = perf_counter() - started
-            if round_:  # the first round warms up
-                best[dtype] = min(best[dtype], elapsed)
-    flop = 2 * size**3 / 1e9
-    return MatmulRates(size, flop / best[torch.float32], flop / best[torch.bfloat16])
+    best = {torch.float32: 0.0, torch.bfloat16: 0.0}
+    measured: list[int] = []
+    for size in sizes:
+        a = torch.randn(size, size, generator=generator)
+        b = torch.randn(size, size, generator=generator)
+        rates = {}
+        for dtype in best:
+            x, y = a.to(dtype), b.to(dtype)
+            fastest = float("inf")
+            for round_ in range(repeats + 1):
+                started = perf_counter()
+                x @ y
+                elapsed = perf_counter() - started
+                if round_:  # the first round warms up
+                    fastest = min(fastest, elapsed)
+            rates[dtype] = 2 * size**3 / 1e9 / fastest
+            best[dtype] = max(best[dtype], rates[dtype])
+        measured.append(size)
+        if rates[torch.bfloat16] < rates[torch.float32]:
+            break
+    return MatmulRates(tuple(measured), best[torch.float32], best[torch.bfloat16])
 
 
 @dataclass(frozen=True)
 class CpuChoice:
-    """What :func:`choose_cpu_implementation` decided, the seconds of one forward and
-    backward pass of every candidate (the fastest of the repeats, keyed
-    ``"<convolution>, <precision>"``), and the matrix-product rates that decided whether
-    bf16 was timed."""
+    """What :func:`choose_cpu_implementation` decided, and the seconds of one forward
+    and backward pass of every candidate (the fastest of the repeats, keyed
+    ``"<convolution>, <precision>"``)."""
 
     convolution: str
     precision: str
     seconds: dict[str, float]
-    matmul: MatmulRates | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        record: dict[str, Any] = {"step_seconds": self.seconds}
-        if self.matmul is not None:
-            record["matmul_gflops"] = vars(self.matmul)
-        return record
 
 
 def choose_cpu_implementation(
@@ -89,22 +90,13 @@ def choose_cpu_implementation(
     objective: Callable[..., Any],
     batch: Sequence[Tensor],
     *,
-    mixed_precision: bool = True,
     convolutions: Sequence[str] = CONVOLUTIONS,
-    precisions: Sequence[str] | None = None,
+    precisions: Sequence[str] = ("float32",),
     repeats: int = 2,
 ) -> CpuChoice:
     """Time a forward and backward pass on ``batch`` (``(images, labels, ...)`` on the
-    CPU) of a model from ``make_model()`` with each of ``convolutions``, in float32 and
-    (where ``mixed_precision`` allows it and bf16 products are at least
-    :data:`BF16_SPEEDUP_THRESHOLD` times as fast) bf16, alternating, after a warm-up
-    round; return the fastest. ``precisions`` fixes the precisions to time instead."""
-    rates = None
-    if precisions is None:
-        rates = cpu_bf16_speedup() if mixed_precision else None
-        precisions = ["float32"]
-        if rates is not None and rates.speedup >= BF16_SPEEDUP_THRESHOLD:
-            precisions.append("bfloat16")
+    CPU) of a model from ``make_model()`` with each of ``convolutions`` in each of
+    ``precisions``, alternating, after a warm-up round; return the fastest."""
     with torch.random.fork_rng(devices=[]):  # leave the caller's random state alone
         models = {
             name: speed_up(make_model(), convolution=name) for name in convolutions
@@ -130,4 +122,4 @@ def choose_cpu_implementation(
     seconds = {
         f"{conv}, {precision}": value for (conv, precision), value in times.items()
     }
-    return CpuChoice(fastest[0], fastest[1], seconds, rates)
+    return CpuChoice(fastest[0], fastest[1], seconds)

@@ -39,6 +39,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
+#: Why a float16 step with its loss scaler is not recorded (the plan refuses it too).
+SCALED_GRAPH_REFUSAL = (
+    "a CUDA graph of a float16 step with its loss scaler has not been run on a GPU yet"
+)
+
 
 class CudaGraphs:
     """What :class:`GraphedStep` asks of CUDA, for one GPU: to make it the current
@@ -93,9 +98,7 @@ class GraphedStep:
                 "a graphed step needs a capturable optimizer (capturable=True)"
             )
         if step.scaler is not None:
-            raise ValueError(
-                "a graphed step with a loss scaler has not been run on a GPU yet"
-            )
+            raise ValueError(SCALED_GRAPH_REFUSAL)
         self.step, self.optimizer = step, step.optimizer
         self.graphs = CudaGraphs(device) if graphs is None else graphs
         self.batch_size, self.warmup, self.eager_steps = batch_size, warmup, 0

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from . import CONVOLUTIONS, ROUTINGS
+from .graphs import SCALED_GRAPH_REFUSAL
 
 #: The precisions by name, as the records write them, and the dtype each autocasts to
 #: (None: float32 throughout).
@@ -34,6 +35,11 @@ DTYPES: dict[str, torch.dtype | None] = {
     "bfloat16": torch.bfloat16,
     "float16": torch.float16,
 }
+
+#: bf16 candidates are timed on a CPU only where a bf16 matrix product runs at least
+#: this many times as fast as a float32 one (measured: 2.4x on AMD Zen 4, 4.1x on Zen
+#: 5; CPUs that emulate bf16 run it slower than float32: 0.01x on a Zen 3).
+BF16_SPEEDUP = 1.5
 
 #: The choices a plan makes, which can be overridden by name; the other fields follow.
 CHOICES = ("routing", "convolution", "precision", "cuda_graph", "fused_adam", "compile")
@@ -91,6 +97,8 @@ class Plan:
     compile: bool
     #: the choices a CPU times on a real batch before the run is built
     timed: tuple[str, ...] = ()
+    #: the CPU's timings that made the timed choices (None: none made)
+    timings: dict[str, Any] | None = dataclasses.field(default=None, compare=False)
 
     @property
     def loss_scaling(self) -> bool:
@@ -160,9 +168,8 @@ class Plan:
             )
         if self.cuda_graph and self.loss_scaling:
             raise ValueError(
-                "a CUDA graph of a float16 step with its loss scaler has not been run "
-                "on a GPU yet, so the trainer does not record one: leave the graph out "
-                "(cuda_graph=False) or choose another precision"
+                f"{SCALED_GRAPH_REFUSAL}, so the trainer does not record one: leave "
+                "the graph out (cuda_graph=False) or choose another precision"
             )
         if (
             self.fused_adam
@@ -189,7 +196,7 @@ class Plan:
         }
         if self.routing is not None:
             record |= {"routing": self.routing, "convolution": self.convolution}
-        return record
+        return record | (self.timings or {})
 
 
 def plan_run(

@@ -4,7 +4,7 @@ them (the model, its objective, its data) comes from the configuration.
 
 ::
 
-    config ─► plan_for(config, device) ─► build_run ─► run.model, run.optimizer,
+    config ─► plan_for(config, device, ...) ─► build_run ─► run.model, run.optimizer,
               run.scheduler, run.average, run.step(batch)
     train(config, out_dir): for each epoch, for each batch, run.step(batch); test; save
 
@@ -25,23 +25,23 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 from tqdm import tqdm
 
 from .. import __version__
 from ..data import checks
 from ..data.files import write_json
 from ..fast import CONVOLUTIONS, speed_up
-from ..fast.cpu import choose_cpu_implementation
+from ..fast.cpu import choose_cpu_implementation, cpu_matmul_rates
 from ..fast.graphs import GraphedStep
-from ..fast.plan import Plan, plan_run
+from ..fast.plan import BF16_SPEEDUP, Plan, plan_run
 from ..fast.precision import device_capability, device_name, resolve_device
 from .checkpoint import (
     Checkpoint,
@@ -63,15 +63,17 @@ class TrainingRun:
     model: nn.Module
     optimizer: torch.optim.Adam
     scheduler: torch.optim.lr_scheduler.ExponentialLR
-    step: TrainingStep
-    #: how the run computes (:func:`plan_for`), with its CPU timings made
-    plan: Plan | None = None
+    step: Callable[[Sequence[Tensor]], dict[str, Tensor]]
+    #: how the run computes (:func:`plan_for`), with the CPU's timings where it made any
+    plan: Plan
     average: WeightAverage | None = None
     #: float16's loss scaler (None in the other formats)
     scaler: torch.amp.GradScaler | None = None
-    #: how the run computes, for the history: the plan, and on a CPU the timings that
-    #: decided it
-    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def details(self) -> dict[str, Any]:
+        """How the run computes, as its history records it: the plan, its timings."""
+        return self.plan.to_dict()
 
     @property
     def result_model(self) -> nn.Module:
@@ -112,47 +114,66 @@ def plan_for(
     device: torch.device | str | None = None,
     *,
     reference: bool = False,
+    sample: Callable[[], Sequence[Tensor]] | None = None,
+    kept: dict[str, Any] | None = None,
     **choices: Any,
 ) -> Plan:
-    """How a run of ``config`` computes on ``device``: the
-    :func:`~capsnotes.fast.plan.plan_run` of this device's type and compute capability
-    and this torch."""
+    """The plan a run of ``config`` computes with on ``device``, finished here:
+
+    1. the rules of :func:`~capsnotes.fast.plan.plan_run` for the device's type and
+       compute capability and this torch (``reference``: the paper's code, float32);
+    2. the choices the caller fixes (``choices``, :data:`~capsnotes.fast.plan.CHOICES`),
+       or those a resumed run ``kept`` from its last session on this device (another
+       convolution or precision would change its results);
+    3. on a CPU, the choices still open timed on a real batch, ``sample()``, and the
+       fastest taken (:mod:`capsnotes.fast.cpu`); the timings are kept in the plan.
+       Without ``sample`` they keep the rules' defaults.
+    """
     device = resolve_device(device)
-    capability = device_capability(device)
-    return plan_run(
+    plan = plan_run(
         config,
         device.type,
-        capability,
+        device_capability(device),
         torch.__version__,
         reference=reference,
-        **choices,
     )
+    plan = plan.with_choices(**((kept if not reference else None) or choices))
+    if not plan.timed or sample is None:
+        return plan
+    rates = None
+    precisions = [plan.precision]
+    if "precision" in plan.timed:  # bf16 is timed only where its products are fast
+        rates = cpu_matmul_rates()
+        precisions = ["float32", "bfloat16"][: 1 + (rates.speedup >= BF16_SPEEDUP)]
+    timed = "convolution" in plan.timed
+    choice = choose_cpu_implementation(
+        lambda: build_model(config),
+        config.objective,
+        sample(),
+        convolutions=CONVOLUTIONS if timed else [plan.convolution],
+        precisions=precisions,
+    )
+    made = {name: getattr(choice, name) for name in plan.timed}
+    timings = {"step_seconds": choice.seconds}
+    if rates is not None:
+        timings["matmul_gflops"] = dataclasses.asdict(rates)
+    return dataclasses.replace(plan.with_choices(**made), timings=timings)
 
 
 def build_run(
     config: TrainConfig,
     device: torch.device | str | None = None,
-    *,
-    fast: bool = True,
-    sample: tuple | None = None,
     plan: Plan | None = None,
-    **choices: Any,
 ) -> TrainingRun:
-    """The model, optimizer, schedule, average and step of a run of ``config``, built as
-    ``plan`` says (default: :func:`plan_for` ``device``; ``fast=False``: the reference
-    code in float32). ``choices`` override single choices of the plan
-    (:data:`capsnotes.fast.plan.CHOICES`). On a CPU the plan's timed choices are made
-    on ``sample``, a real batch; without one they keep the plan's defaults."""
+    """The model, optimizer, schedule, average and step of a run of ``config``, built
+    as ``plan`` says (default: :func:`plan_for` ``device``, untimed)."""
     device = resolve_device(device)
     if plan is None:
-        plan = plan_for(config, device, reference=not fast)
+        plan = plan_for(config, device)
     if plan.device_type != device.type:
         raise ValueError(
             f"a plan for {plan.device_type} cannot build a run on {device}"
         )
-    plan, timings = plan.with_choices(**choices), {}
-    if plan.timed and sample is not None:
-        plan, timings = time_on_cpu(config, plan, sample)
     model = build_model(config)
     if plan.routing is not None:
         model = speed_up(model, plan.routing, plan.convolution)
@@ -174,29 +195,7 @@ def build_run(
     )
     if plan.cuda_graph:
         step = GraphedStep(step, config.batch_size)
-    details = plan.to_dict() | timings
-    return TrainingRun(
-        config, model, optimizer, scheduler, step, plan, average, scaler, details
-    )
-
-
-def time_on_cpu(
-    config: TrainConfig, plan: Plan, sample: tuple
-) -> tuple[Plan, dict[str, Any]]:
-    """``plan`` with its timed choices made on the CPU (:mod:`capsnotes.fast.cpu`): the
-    candidates train ``sample`` and the fastest is chosen. Returns the plan and the
-    timings that decided it."""
-    choice = choose_cpu_implementation(
-        lambda: build_model(config),
-        config.objective,
-        sample,
-        convolutions=CONVOLUTIONS
-        if "convolution" in plan.timed
-        else [plan.convolution],
-        precisions=None if "precision" in plan.timed else [plan.precision],
-    )
-    made = {name: getattr(choice, name) for name in plan.timed}
-    return plan.with_choices(**made), choice.to_dict()
+    return TrainingRun(config, model, optimizer, scheduler, step, plan, average, scaler)
 
 
 @dataclass
@@ -237,11 +236,18 @@ def train(
     device = resolve_device(device)
     log = RunHistory(Path(out_dir), config, device, provenance, resume)
     train_data, test_data = load_run_data(config, device, data_root)
-    choices = (log.choices_to_keep() if fast else {}) or implementation or {}
-    plan = plan_for(config, device, reference=not fast, **choices)
-    timing = plan.timed and len(log.epochs_to_train()) > 0  # a CPU times a real batch
-    sample = next(train_data.batches(config.batch_size)) if timing else None
-    run = build_run(config, device, plan=plan, sample=sample)
+    plan = plan_for(
+        config,
+        device,
+        reference=not fast,
+        # a real batch, for a CPU to time what is open (not when nothing is to train)
+        sample=(lambda: next(train_data.batches(config.batch_size)))
+        if log.epochs_to_train()
+        else None,
+        kept=log.choices_to_keep(),
+        **(implementation or {}),
+    )
+    run = build_run(config, device, plan)
     log.resume(run)  # weights, Adam, schedule and loss scale from the checkpoint
     for epoch in log.epochs_to_train():
         record = _train_epoch(run, train_data, epoch, progress)
@@ -273,9 +279,8 @@ def estimate_run(
         raise ValueError(
             f"estimate_run needs at least one batch of {config.batch_size} images"
         )
-    plan = plan_for(config, device)
-    sample = next(train_data.batches(config.batch_size)) if plan.timed else None
-    run = build_run(config, device, plan=plan, sample=sample)
+    sample = lambda: next(train_data.batches(config.batch_size))  # noqa: E731
+    run = build_run(config, device, plan_for(config, device, sample=sample))
     generator = torch.Generator(device=device).manual_seed(config.seed)
 
     def full_batches() -> Any:
