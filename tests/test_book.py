@@ -15,6 +15,7 @@ import grimp
 import jupytext
 import nbformat
 import pytest
+import tomllib
 import yaml
 
 from tests.book_build import build_book, fresh_copy
@@ -277,6 +278,37 @@ def test_readme_starts_with_the_two_commands_and_ci_runs_the_test_one():
     assert "pytest --nbval" in test and "pip install" in test
     ci = (REPO / ".ci" / "run").read_text().strip().splitlines()
     assert ci[-1] == test, ".ci/run must run the README's test command unchanged"
+
+
+def test_the_build_installs_its_own_requirements_and_no_pytorch():
+    """The README's build command, and the Pages workflow, install book/requirements.txt
+    and nothing else: neither torch nor the package (whose requirements include torch);
+    what the build reads of the package it reads without them (tests/test_explorer.py).
+    A project the file shares with the package's requirements or its [book] extra gets
+    the same versions."""
+    from packaging.requirements import Requirement
+
+    build = re.findall(r"```sh\n(.+?)\n```", (REPO / "README.md").read_text())[0]
+    workflow = (REPO / ".github" / "workflows" / "book.yml").read_text()
+    for command in (build, workflow):
+        installs = [i.strip() for i in re.findall(r"pip install ([^&\n]+)", command)]
+        assert installs == ["-r book/requirements.txt"], command
+    lines = (BOOK / "requirements.txt").read_text().splitlines()
+    wanted = [Requirement(line) for line in lines if line.strip() and line[0] != "#"]
+    names = {r.name.lower() for r in wanted}
+    assert {"jupyter-book", "numpy", "safetensors"} <= names
+    assert not names & {"torch", "torchvision", "capsnotes"}, names
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    declared = {
+        r.name.lower(): r.specifier
+        for r in map(
+            Requirement,
+            project["dependencies"] + project["optional-dependencies"]["book"],
+        )
+    }
+    for requirement in wanted:
+        if requirement.name.lower() in declared:
+            assert requirement.specifier == declared[requirement.name.lower()], requirement
 
 
 @pytest.mark.slow

@@ -1,18 +1,23 @@
 """The explorer's data (capsbook.explorer): the shipped decoder's exact float16 weights,
-images and capsules that come back from their base64 form, and a data file and a page
-output that hold plain JSON. (The page itself: tests/test_browser.py.)"""
+images and capsules that come back from their base64 form, a data file and a page output
+that hold plain JSON, and the book's build writing the data file without torch, byte for
+byte as from the model loaded in PyTorch. (The page itself: tests/test_browser.py.)"""
 
 import base64
 import json
+import subprocess
+import sys
 import zlib
 
 import numpy as np
 import pytest
 import torch
 
-from capsbook.explorer import FORMAT, digits_html, weights_payload, weights_script
+from capsbook.explorer import FORMAT, digits_html, model_arrays, weights_payload, weights_script
 from capsnotes import CapsNet, CapsNetConfig
 from capsnotes.data import ImageSet
+from capsnotes.training.pretrained import load_pretrained
+from tests.conftest import REPO
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +30,7 @@ def made():
     images = torch.randint(0, 256, (40, 1, 28, 28), generator=generator, dtype=torch.uint8)
     data = ImageSet(images, torch.arange(40) % 10, tuple("0123456789"))
     digits = digits_html(model, data, per_class=1, wrong=2).payload
-    return model, data, weights_payload(model) | digits
+    return model, data, weights_payload(*model_arrays(model)) | digits
 
 
 def test_the_payload_carries_the_exact_float16_decoder(made):
@@ -64,11 +69,11 @@ def test_the_digits_images_and_capsules_come_back_exactly(made):
 
 def test_the_data_file_and_the_page_output_each_assign_plain_json(made):
     model, data, payload = made
-    text = weights_script(model)
+    text = weights_script(*model_arrays(model))
     prefix = "window.CAPSNOTES_EXPLORER_DATA = "
     assert text.startswith(prefix) and text.endswith(";\n")
     assert text.isascii() and "\n" not in text[:-1]
-    assert json.loads(text[len(prefix) : -2]) == weights_payload(model)
+    assert json.loads(text[len(prefix) : -2]) == weights_payload(*model_arrays(model))
     output = digits_html(model, data, per_class=1, wrong=2)
     page = output._repr_html_()
     prefix = "<script>window.CAPSNOTES_EXPLORER_DIGITS = "
@@ -85,3 +90,35 @@ def test_the_digits_can_reuse_the_outputs_already_computed(made):
     outputs = evaluate(model, data, return_outputs=True)
     again = digits_html(model, data, per_class=1, wrong=2, outputs=outputs).payload
     assert again == digits_html(model, data, per_class=1, wrong=2).payload
+
+
+#: What the book's build runs to write the data file, in a Python where torch cannot be
+#: imported: its extensions (book/_ext), then the data of the shipped model.
+BUILD_WITHOUT_TORCH = f"""
+import sys
+sys.modules["torch"] = None  # importing torch raises ImportError
+sys.path.insert(0, {str(REPO / "book" / "_ext")!r})
+import capsnotes_html, committed_outputs
+from capsbook.explorer import shipped_arrays, weights_script
+sys.stdout.write(weights_script(*shipped_arrays("mnist")))
+imported = [m for m in sys.modules if m.split(".")[0] in ("torch", "capsnotes")]
+assert imported == ["torch"], imported
+"""
+
+
+def test_the_build_writes_the_data_file_without_torch_as_pytorch_would(tmp_path):
+    """The build (book/requirements.txt) installs neither torch nor capsnotes: it reads
+    the shipped weights with safetensors' numpy API. The file it writes is the one the
+    shipped model, loaded in PyTorch, gives: the same bytes."""
+    built = subprocess.run(
+        [sys.executable, "-c", BUILD_WITHOUT_TORCH],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert built.returncode == 0, built.stderr
+    model, history = load_pretrained("mnist")
+    assert built.stdout == weights_script(*model_arrays(model), history)
+    payload = json.loads(built.stdout.removeprefix("window.CAPSNOTES_EXPLORER_DATA = ")[:-2])
+    assert payload["source"] == {"pretrained": "mnist", "sha256": history["shipped"]["sha256"]}

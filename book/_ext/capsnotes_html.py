@@ -14,17 +14,26 @@ model shipped in the package (:func:`capsbook.explorer.weights_script`). The tes
 the explorer shows are an output of chapter 9, rendered into its page like any other.
 Chapter 5's routing playground, ``capsnotes-playground.js``, goes there too; its presets
 are an output of chapter 5 (:func:`capsbook.playground.presets_html`).
+
+The build installs neither PyTorch nor the package (``book/requirements.txt``): this
+extension reads ``capsbook`` and the shipped weights from the checkout it builds, and
+makes the decoder's data with numpy alone (:func:`capsbook.explorer.shipped_arrays`).
 """
 
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
-from capsbook.explorer import DATA_FILE, weights_script
-from capsnotes.data.files import atomic_write_bytes
-from capsnotes.training.pretrained import load_pretrained
+# The checkout being built, ahead of any installed copy: its book/ for capsbook, and its
+# root for the capsnotes package's files (found there, never imported: it needs torch).
+REPO = Path(__file__).resolve().parents[2]
+for folder in (REPO, REPO / "book"):
+    sys.path.insert(0, str(folder))
+
+from capsbook.explorer import DATA_FILE, shipped_arrays, weights_script  # noqa: E402
 
 EXPLORER_SCRIPT = "capsnotes-explorer.js"
 PLAYGROUND_SCRIPT = "capsnotes-playground.js"
@@ -52,8 +61,8 @@ def explorer_data(app: Any, exception: Exception | None) -> None:
     static = Path(app.outdir) / "_static"
     for script in (EXPLORER_SCRIPT, PLAYGROUND_SCRIPT):
         shutil.copyfile(Path(__file__).with_name(script), static / script)
-    model, history = load_pretrained("mnist")
-    atomic_write_bytes(static / DATA_FILE, weights_script(model, history).encode("ascii"))
+    script = weights_script(*shipped_arrays("mnist"))
+    (static / DATA_FILE).write_bytes(script.encode("ascii"))
 
 
 def setup(app: Any) -> dict[str, Any]:
