@@ -31,7 +31,7 @@ from capsnotes import (
 )
 from tests.conftest import REPO, TINY
 
-SOURCES = [*REPO.glob("capsnotes/**/*.py"), *REPO.glob("book/capsbook/*.py")]
+SOURCES = [*REPO.glob("capsnotes/**/*.py"), *REPO.glob("book/capsbook/**/*.py")]
 
 
 def test_the_import_contracts_hold():

@@ -65,6 +65,29 @@ def _as_images(images: Tensor) -> np.ndarray:
     return array.numpy()
 
 
+def _tiles(count: int, ncols: int, size: float, aspect: float) -> tuple[Figure, Any]:
+    """A figure of ``count`` tiles, ``ncols`` a row, each ``size`` inches wide and
+    ``size * aspect`` high, and its axes ``[rows, ncols]``: without ticks, each tile
+    framed in grey. The axes past the last tile, unframed, are left to the caller."""
+    nrows = -(-count // ncols)
+    fig, axes = new_figure(
+        ncols,
+        nrows,
+        ncols * size,
+        nrows * size * aspect,
+        {"axes.grid": False},
+        squeeze=False,
+    )
+    with plt.rc_context(STYLE):
+        for index, ax in enumerate(axes.flat):
+            ax.set_xticks([])
+            ax.set_yticks([])
+            for spine in ax.spines.values():
+                spine.set_visible(index < count)
+                spine.set_color("#999999")
+    return fig, axes
+
+
 def image_grid(
     images: Tensor,
     titles: Sequence[str] | None = None,
@@ -80,22 +103,9 @@ def image_grid(
     (pixels in [0, 1] by default), ``ncols`` per row."""
     pictures = _as_images(images)
     count = len(pictures)
-    nrows = -(-count // ncols)
-    fig, axes = new_figure(
-        ncols,
-        nrows,
-        ncols * size,
-        nrows * size * (1.15 if titles is not None else 1.0),
-        {"axes.grid": False},
-        squeeze=False,
-    )
+    fig, axes = _tiles(count, ncols, size, 1.15 if titles is not None else 1.0)
     with plt.rc_context(STYLE):
         for index, ax in enumerate(axes.flat):
-            ax.set_xticks([])
-            ax.set_yticks([])
-            for spine in ax.spines.values():
-                spine.set_visible(index < count)
-                spine.set_color("#999999")
             if index >= count:
                 ax.axis("off")
                 continue
@@ -461,22 +471,9 @@ def two_colour_overlays(
     # [N, H, W, 3]: each drawing tints white paper like a filter of its colour
     rgb = (1 - grey) * (1 - first * (1 - orange)) * (1 - second * (1 - blue))
     count = len(rgb)
-    nrows = -(-count // ncols)
-    fig, axes = new_figure(
-        ncols,
-        nrows,
-        ncols * size,
-        nrows * size * 1.4,
-        {"axes.grid": False},
-        squeeze=False,
-    )
+    fig, axes = _tiles(count, ncols, size, 1.4)
     with plt.rc_context(STYLE):
         for index, ax in enumerate(axes.flat):
-            ax.set_xticks([])
-            ax.set_yticks([])
-            for spine in ax.spines.values():
-                spine.set_visible(True)
-                spine.set_color("#999999")
             if index >= count:
                 ax.set_visible(False)
                 continue
