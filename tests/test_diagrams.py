@@ -15,6 +15,7 @@ from capsbook.diagrams import (
     reshaped_grouping,
     routing_of_one_child,
     shape_text,
+    votes_of_one_child,
 )
 from capsnotes import CapsNet, dynamic_routing
 from tests.conftest import TINY
@@ -118,6 +119,24 @@ def test_one_child_s_couplings_are_routing_s_and_split_its_vote():
     grid = TINY.primary_grid
     assert diagram.numbers["position"] == (child // grid**2, child % grid**2 // grid, child % grid)
     assert f"child {child}" in svg_text(diagram)
+
+
+def test_the_votes_diagram_shows_what_the_layer_votes(model):
+    """The lengths under the votes are those of W_ij u_i, computed here by hand, and the
+    shapes printed are the layer's, read from a forward pass."""
+    image = torch.rand(1, 1, model.config.image_size, model.config.image_size)
+    with torch.no_grad():
+        u = model.primary_capsules(image)
+    diagram = votes_of_one_child(model, u, 5)
+    by_hand = torch.stack([model.digits.weight[5, j] @ u[0, 5] for j in range(10)])
+    torch.testing.assert_close(torch.tensor(diagram.numbers["vote_lengths"]), by_hand.norm(dim=-1))
+    assert diagram.shapes["votes"] == expected_shapes(model)["votes"]
+    text = svg_text(diagram)
+    assert f"[{TINY.digit_dim}×{TINY.primary_dim}]" in text and "i = 5" in text
+    with pytest.raises(ValueError, match=r"child must be an int in \[0, "):
+        votes_of_one_child(model, u, u.shape[1])
+    with pytest.raises(ValueError, match=r"u must be one image's primary capsules"):
+        votes_of_one_child(model, u[:, :3], 0)
 
 
 def test_the_decoder_diagram_draws_what_the_decoder_draws():

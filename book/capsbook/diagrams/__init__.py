@@ -6,6 +6,8 @@ given, and every number it shows is computed from that model.
   shape after every stage;
 * :func:`primary_grouping` — how the primary convolution's channels become capsules;
   :func:`reshaped_grouping` — where the popular reshape puts the same numbers;
+* :func:`votes_of_one_child` — one primary capsule, its matrices ``W_ij`` and its
+  votes ``û_{j|i}``;
 * :func:`routing_of_one_child` — one primary capsule's votes and its couplings to the
   parents, iteration by iteration (:func:`most_routed_child` picks a child worth
   watching);
@@ -36,6 +38,7 @@ from capsbook.diagrams._routing_of_one_child import (
     most_routed_child,
     routing_of_one_child,
 )
+from capsbook.diagrams._votes import votes_of_one_child
 
 __all__ = [
     "BLUE",
@@ -52,4 +55,5 @@ __all__ = [
     "reshaped_grouping",
     "routing_of_one_child",
     "shape_text",
+    "votes_of_one_child",
 ]
