@@ -4,7 +4,9 @@
 # there. The H100 records' machine (Python 3.12, torch 2.11, torchvision 0.26, with
 # safetensors, tqdm, jaxtyping, rich and typing-extensions) has no tyro, which
 # `python -m capsnotes train` builds its options with, nor tyro's docstring-parser and
-# typeguard. typing-extensions comes too: typeguard needs 4.14 or later.
+# typeguard. typing-extensions comes too: typeguard needs 4.14 or later. No pytest-xdist:
+# gpu_session.sh runs the GPU tests in one process on the machine's own pytest, without
+# pyproject.toml's addopts (`-o addopts=`), whose `-n 2` would need it.
 #
 #   bash benchmarks/gpu_wheels.sh          # then copy .whl/ to the GPU machine and run
 #   bash benchmarks/gpu_session.sh preflight h100

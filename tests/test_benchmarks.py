@@ -227,7 +227,7 @@ def test_every_gpu_session_stage_starts_with_the_preflight():
     from tests.conftest import REPO
 
     script = (REPO / "benchmarks" / "gpu_session.sh").read_text()
-    script = script[script.index("set -uo pipefail") :]  # the commands, not the comments
+    script = script[script.index("set -euo pipefail") :]  # the commands, not the comments
     assert subprocess.run(["bash", "-n", "benchmarks/gpu_session.sh"], cwd=REPO).returncode == 0
     assert (
         script.index(".whl/*.whl")

@@ -153,3 +153,32 @@ def test_adam_s_state_loads_into_the_adam_that_was_built():
     load_optimizer_state(plain, capturable.state_dict())
     assert not plain.param_groups[0]["capturable"] and not plain.param_groups[0]["fused"]
     assert all(s["step"].device.type == "cpu" for s in plain.state.values())
+
+
+def test_a_resumed_capturable_adam_keeps_its_step_counts_beside_its_parameters(tmp_path):
+    """A checkpoint holds Adam's step counts on the CPU (a plain Adam keeps them there,
+    and every saved tensor is read back there); resumed into a capturable Adam whose
+    parameters are on another device, they must move beside the parameters, or the
+    graphed step fails. This CPU has no second device with values, but the ``meta``
+    device holds parameters (with no values) and a capturable Adam can be built for
+    them: the step counts must land on ``meta``, and a plain Adam's stay on the CPU."""
+    model, optimizer, _ = trained_state()  # unfused, not capturable: steps on the CPU
+    path = save_checkpoint(
+        tmp_path / "c.safetensors", model.state_dict(), {}, optimizer.state_dict()
+    )
+    state = load_checkpoint(path).optimizer_state
+    assert {saved["step"].device.type for saved in state["state"].values()} == {"cpu"}
+    with torch.device("meta"):
+        elsewhere = CapsNet(TINY)
+    capturable = torch.optim.Adam(elsewhere.parameters(), lr=1e-3, capturable=True)
+    load_optimizer_state(capturable, state)
+    assert capturable.param_groups[0]["capturable"] is True
+    assert len(capturable.state) == len(list(elsewhere.parameters()))
+    for parameter, saved in capturable.state.items():
+        assert parameter.device.type == "meta"
+        assert saved["step"].device == parameter.device, "a step count left on the CPU"
+        assert saved["exp_avg"].device == parameter.device
+    plain = torch.optim.Adam(elsewhere.parameters(), lr=1e-3)
+    load_optimizer_state(plain, state)
+    assert {saved["step"].device.type for saved in plain.state.values()} == {"cpu"}
+    assert {saved["exp_avg"].device.type for saved in plain.state.values()} == {"meta"}

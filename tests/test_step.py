@@ -1,8 +1,8 @@
 """The training step: the same update as a hand-written step; the weight average; fp16's
-loss scaling; what a CPU can check of the GPU path (no host read or CPU tensor inside
-what a graph records, the T4's float16 format with its scaler and fused Adam, the
-graphed step's control flow with a stand-in for CUDA); the CUDA-graph replay against the
-eager step (on a GPU)."""
+loss scaling; what a CPU can check of the GPU path (no host read, CPU tensor or tensor
+made from host data inside what a graph records, autocast's cache off, the T4's float16
+format with its scaler and fused Adam, the graphed step's control flow with a stand-in
+for CUDA); the CUDA-graph replay against the eager step (on a GPU)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,11 @@ import functools
 
 import pytest
 import torch
+from torch.overrides import TorchFunctionMode
 
 from capsnotes import CapsNet, capsnet_loss, margin_loss, reconstruction_loss, squash
 from capsnotes.experiments.convnet import ConvNetConfig
+from capsnotes.fast import speed_up
 from capsnotes.fast.graphs import GraphedStep
 from capsnotes.training.config import ARCHITECTURES, profile
 from capsnotes.training.step import TrainingStep, WeightAverage, training_step
@@ -201,6 +203,142 @@ def test_a_step_reads_nothing_on_the_host_and_makes_no_cpu_tensor(architecture):
     assert {value.device.type for value in stats.values()} == {"meta"}
     with pytest.raises(RuntimeError, match="meta"):
         stats["correct"].item()  # the check would catch a read
+
+
+class NoTensorsFromHostData(TorchFunctionMode):
+    """Record every tensor made from host data while the mode is on; ``made`` lists them.
+
+    A CUDA graph records kernels: a factory that only takes a shape and Python numbers
+    (``torch.zeros``, ``torch.full``, ``torch.arange``, ``torch.scalar_tensor``) and an
+    in-place fill with a Python number (``fill_``, ``x * 0.5``) launch a kernel whose
+    number is one of its arguments, so they are recorded and are allowed (the number is
+    fixed in the graph: one that changes from step to step must live in a tensor). What
+    cannot be recorded is a copy out of host memory: a tensor made from Python or NumPy
+    data (``torch.tensor``, ``torch.as_tensor``, ``torch.asarray``, ``Tensor.new_tensor``,
+    ``torch.from_numpy``, ``torch.frombuffer``; whatever device it is made on: on a GPU
+    it means a host-to-device copy), and a CPU
+    tensor moved to another device (``.to``, ``.cuda``, ``copy_``; on this CPU only a
+    step on ``meta`` can show one). A torch function mode (``torch.overrides``) sees
+    every torch function and tensor method called from Python; ``from_numpy`` and
+    ``frombuffer`` take no tensor and bypass it, so they are wrapped while the mode is
+    on. Host reads (``.item()``, ...) are the ``meta`` test's and ``no_host_reads``'s."""
+
+    FROM_DATA = (torch.tensor, torch.as_tensor, torch.asarray, torch.Tensor.new_tensor)
+    MOVES = (torch.Tensor.to, torch.Tensor.cuda, torch.Tensor.copy_)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.made: list[str] = []
+        self._saved: dict = {}
+
+    def __enter__(self):
+        for name in ("from_numpy", "frombuffer"):
+            self._saved[name] = function = getattr(torch, name)
+            setattr(torch, name, self._recording(name, function))
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        for name, function in self._saved.items():
+            setattr(torch, name, function)
+        return super().__exit__(*exc)
+
+    def _recording(self, name, function):
+        def made_from_host_data(*args, **kwargs):
+            self.made.append(f"torch.{name}")
+            return function(*args, **kwargs)
+
+        return made_from_host_data
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        result = func(*args, **kwargs)
+        name = getattr(func, "__name__", repr(func))
+        if func in self.FROM_DATA:
+            data = args[1] if func is torch.Tensor.new_tensor else args[0]
+            if not torch.is_tensor(data):  # Python numbers or lists, a NumPy array
+                self.made.append(f"{name}({data!r})")
+        elif func in self.MOVES:
+            source = args[1] if func is torch.Tensor.copy_ else args[0]
+            target = args[0] if func is torch.Tensor.copy_ else result
+            if source.device.type == "cpu" and target.device.type != "cpu":
+                self.made.append(f"{name}: a CPU tensor to {target.device}")
+        return result
+
+
+def test_the_host_data_check_sees_what_a_graph_cannot_record():
+    """What :class:`NoTensorsFromHostData` allows and rejects (its docstring says why)."""
+    import numpy  # here, so that collecting this file needs no NumPy
+
+    x, elsewhere = torch.ones(2), torch.empty(2, device="meta")
+    with NoTensorsFromHostData() as mode:
+        torch.zeros(1, device=x.device).fill_(3.0), torch.full((2,), 0.5), x * 2.0
+        torch.arange(3), torch.scalar_tensor(1.0), torch.as_tensor(x), x.to(torch.float16)
+        x.new_zeros(3), x.to("cpu"), elsewhere.to(torch.float16), elsewhere.copy_(elsewhere)
+    assert mode.made == []
+    with NoTensorsFromHostData() as mode:
+        torch.tensor(0, device=x.device), torch.as_tensor([1.0]), torch.asarray(2)
+        x.new_tensor([1.0]), torch.from_numpy(numpy.zeros(2))
+        torch.frombuffer(bytearray(4), dtype=torch.float32)
+        x.to(elsewhere.device), x.to("meta"), elsewhere.copy_(x)
+    assert len(mode.made) == 9, mode.made
+    assert torch.from_numpy.__name__ == "from_numpy"  # put back
+
+
+@pytest.mark.parametrize(
+    ("architecture", "routing"),
+    [
+        ("capsnet", "reference"),
+        ("capsnet", "fused"),
+        ("cnn", None),
+        ("capsnet-pairs", "reference"),
+        ("capsnet-pairs", "fused"),
+    ],
+)
+def test_a_step_makes_no_tensor_from_host_data(architecture, routing):
+    """A real training step of each tiny model on this CPU, as a graphed GPU run takes
+    it (fused Adam, bf16 autocast, the weight average; the paper's layers and the fast
+    routing), twice (Adam makes its state on the first step), makes no tensor from host
+    data: on a GPU each would be a host-to-device copy, which a CUDA graph cannot
+    record. Also on ``meta``, where a CPU tensor moved to the device would show."""
+    model, objective, batch = tiny_runs("cpu")[architecture]
+    if routing == "fused":
+        model = speed_up(model, routing)
+    optimizer = make_optimizer(model, 1e-3, fused=True)
+    step = TrainingStep(
+        model, optimizer, objective, torch.bfloat16, None, WeightAverage(model, 0.9)
+    )
+    before = [p.detach().clone() for p in model.parameters()]
+    with NoTensorsFromHostData() as mode:
+        for _ in range(2):
+            stats = step(batch)
+    assert mode.made == []
+    assert all(torch.isfinite(value).all() for value in stats.values())
+    assert not all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    model, objective, batch = tiny_runs("meta")[architecture]
+    if routing == "fused":
+        model = speed_up(model, routing)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with NoTensorsFromHostData() as mode:
+        training_step(model, optimizer, objective, batch, average=WeightAverage(model, 0.9))
+    assert mode.made == []
+
+
+def test_the_forward_pass_runs_with_autocast_s_cache_off():
+    """PyTorch's CUDA-graph notes: autocast's cache must be off while a graph is
+    recorded (the casts it caches are freed when autocast exits, and the graph would
+    still read them). The step's forward pass, in a 16-bit precision, runs under
+    autocast with the cache off."""
+    model = CapsNet(TINY)
+    seen = []
+
+    def look(module, args, output):
+        seen.append((torch.is_autocast_enabled("cpu"), torch.is_autocast_cache_enabled()))
+
+    model.register_forward_hook(look)
+    step = TrainingStep(model, make_optimizer(model, 1e-3), objective, torch.bfloat16)
+    assert torch.is_autocast_cache_enabled()  # torch's default, outside autocast
+    step(_batch(4, seed=0))
+    assert seen == [(True, False)]
 
 
 @contextlib.contextmanager

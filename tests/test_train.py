@@ -14,12 +14,13 @@ from capsnotes.data import load_dataset
 from capsnotes.experiments.convnet import ConvNet
 from capsnotes.experiments.multimnist import PairedCapsNet
 from capsnotes.fast.convolution import MatmulConv2d
+from capsnotes.fast.plan import plan_run
 from capsnotes.fast.routing import FusedDigitCapsules
 from capsnotes.training.checkpoint import load_checkpoint, save_checkpoint
 from capsnotes.training.config import PROFILES, TrainConfig, build_model, load_run_data, profile
 from capsnotes.training.evaluation import evaluate
 from capsnotes.training.step import TrainingStep
-from capsnotes.training.train import build_run, estimate_run, plan_for, train
+from capsnotes.training.train import build_optimizer, build_run, estimate_run, plan_for, train
 from tests.conftest import TINY
 
 #: how the runs compared here compute, so that timing cannot choose differently for each
@@ -300,6 +301,47 @@ def test_the_run_is_built_as_its_plan_says():
     assert (run.details["routing"], run.details["convolution"]) == ("fused", "native")
     assert run.details["precision"] == "float32" and run.step.precision is None
     assert not run.optimizer.defaults["capturable"] and type(run.step) is TrainingStep
+
+
+@pytest.mark.parametrize(
+    ("capability", "graphed"), [((9, 0), True), ((8, 0), True), ((7, 5), False), ((6, 0), True)]
+)
+def test_a_graphed_plan_builds_a_capturable_adam(capability, graphed):
+    """A step recorded as a CUDA graph replays Adam's update, step count included, so its
+    Adam must be capturable; build_run refuses a GPU's plan on this CPU, so the Adam of
+    each GPU's plan is built here for CPU parameters by the function build_run builds
+    its Adam with (checked below)."""
+    config = TrainConfig(model=TINY)
+    plan = plan_run(config, "cuda", capability, torch.__version__)
+    assert plan.cuda_graph is graphed  # the H100, A100 and P100 graph; the T4 (float16) not
+    optimizer = build_optimizer(CapsNet(TINY).parameters(), config, plan)
+    for group in optimizer.param_groups:
+        assert group["capturable"] is graphed and group["fused"] is True
+        assert group["lr"] == config.learning_rate
+    eager = plan_run(config, "cuda", capability, torch.__version__, cuda_graph=False)
+    optimizer = build_optimizer(CapsNet(TINY).parameters(), config, eager)
+    assert not any(group["capturable"] for group in optimizer.param_groups)
+
+
+def test_build_run_builds_its_adam_with_build_optimizer(monkeypatch):
+    """The function the test above checks is the one build_run uses, with the run's own
+    parameters, configuration and plan."""
+    from capsnotes.training import train as trainer
+
+    calls = []
+
+    def spy(parameters, config, plan):
+        parameters = list(parameters)
+        calls.append((parameters, config, plan))
+        return build_optimizer(parameters, config, plan)
+
+    monkeypatch.setattr(trainer, "build_optimizer", spy)
+    config = TrainConfig(model=TINY)
+    run = build_run(config, "cpu")
+    [(parameters, seen_config, plan)] = calls
+    assert seen_config is config and plan is run.plan
+    assert parameters == list(run.model.parameters())
+    assert run.optimizer.param_groups[0]["params"] == parameters
 
 
 def test_the_run_state_round_trips_through_a_checkpoint(tmp_path):

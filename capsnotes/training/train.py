@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -160,6 +160,22 @@ def plan_for(
     return dataclasses.replace(plan.with_choices(**made), timings=timings)
 
 
+def build_optimizer(
+    parameters: Iterable[nn.Parameter], config: TrainConfig, plan: Plan
+) -> torch.optim.Adam:
+    """The Adam of a run of ``config`` for ``parameters``, built as ``plan`` says: fused
+    where the plan fuses it, and capturable (its step counts beside the parameters) for
+    a step recorded as a CUDA graph. :func:`build_run` builds its optimizer here; this
+    reads neither the parameters' device nor any other, so a test can build the Adam of
+    a GPU's plan on a CPU."""
+    return torch.optim.Adam(
+        parameters,
+        lr=config.learning_rate,
+        fused=plan.fused_adam,
+        capturable=plan.capturable_adam,
+    )
+
+
 def build_run(
     config: TrainConfig,
     device: torch.device | str | None = None,
@@ -178,12 +194,7 @@ def build_run(
     if plan.routing is not None:
         model = speed_up(model, plan.routing, plan.convolution)
     model = model.to(device)
-    optimizer = torch.optim.Adam(
-        model.parameters(),
-        lr=config.learning_rate,
-        fused=plan.fused_adam,
-        capturable=plan.capturable_adam,
-    )
+    optimizer = build_optimizer(model.parameters(), config, plan)
     scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=config.lr_decay)
     average = None
     if config.weight_averaging:
