@@ -227,8 +227,8 @@ def _arrow(ax: Any, vector: Tensor, **style: Any) -> None:
         )
 
 
-#: Line widths of the votes, in points: a coupling of 1 would draw 10 points wide.
-VOTE_WIDTH_PER_COUPLING = 10.0
+#: Line widths of the votes, in points: a coupling of 1 would draw 6 points wide.
+VOTE_WIDTH_PER_COUPLING = 6.0
 #: The markers that tell the children apart in the coupling plot, beside their colours.
 CHILD_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
 
@@ -238,14 +238,14 @@ def figure(preset: Preset = DEFAULT, iterations: int = DEFAULT_ITERATIONS) -> Fi
     :func:`route_by_iteration`). Top, one panel per parent: every child's vote (an
     arrow in the child's colour, numbered at its tip, as wide as its coupling in the
     last iteration: :data:`VOTE_WIDTH_PER_COUPLING`), ``s_j`` (dashed), ``v_j`` (black)
-    and the unit circle that ``v_j`` stays inside. Below: each child's coupling to the
-    parent it favours at the end, iteration by iteration."""
+    and the unit circle that ``v_j`` stays inside, each panel on its own scale (its
+    half-width under its title), so that a parent with short votes is as legible as the
+    others. Below: each child's coupling to the parent it favours at the end, iteration
+    by iteration."""
     routed = route_by_iteration(preset, iterations)
     last = routed["iterations"][-1]
     u_hat = votes_tensor(preset)[0]
     parents, children = preset.parents, preset.children
-    longest = max(float(u_hat.norm(dim=-1).max()), float(last["s"].norm(dim=-1).max()))
-    extent = 1.15 * max(1.0, longest)  # every vote and every s_j inside the panel
     names = [f"parent {j}" for j in range(parents)]
     with plt.rc_context({**STYLE, "axes.grid": False, "font.size": 8}):
         fig = Figure(figsize=(6.5, 4.8), layout="constrained")
@@ -255,6 +255,11 @@ def figure(preset: Preset = DEFAULT, iterations: int = DEFAULT_ITERATIONS) -> Fi
         circle = np.linspace(0, 2 * np.pi, 200)
         for j, name in enumerate(names):
             ax = panels[name]
+            # this parent's votes, s_j and v_j inside the panel
+            longest = max(
+                float(u_hat[:, j].norm(dim=-1).max()), float(last["s"][j].norm())
+            )
+            extent = 1.2 * max(longest, 0.05)
             ax.plot(np.cos(circle), np.sin(circle), color="#999999", lw=0.7, ls=":")
             ax.axhline(0, color="#dddddd", lw=0.6, zorder=0)
             ax.axvline(0, color="#dddddd", lw=0.6, zorder=0)
@@ -263,7 +268,9 @@ def figure(preset: Preset = DEFAULT, iterations: int = DEFAULT_ITERATIONS) -> Fi
                 share = float(last["c"][i, j])
                 width = VOTE_WIDTH_PER_COUPLING * share
                 _arrow(ax, u_hat[i, j], color=CHILD_COLORS[i], lw=width, alpha=0.85)
-                tip = u_hat[i, j] * (1 + 0.14 / max(float(u_hat[i, j].norm()), 1e-9))
+                tip = u_hat[i, j] * (
+                    1 + 0.12 * extent / max(float(u_hat[i, j].norm()), 1e-9)
+                )
                 ax.text(
                     *(float(a) for a in tip),
                     str(i),
@@ -283,7 +290,9 @@ def figure(preset: Preset = DEFAULT, iterations: int = DEFAULT_ITERATIONS) -> Fi
             for side in ax.spines.values():
                 side.set_visible(False)
             length_s, length_v = (float(last[k][j].norm()) for k in ("s", "v"))
-            ax.set_title(f"{name}\n|s| {length_s:.2f}, |v| {length_v:.2f}")
+            ax.set_title(
+                f"{name}\n|s| {length_s:.2f}, |v| {length_v:.2f}\nshown ±{extent:.2f}"
+            )
         ax = panels["couplings"]
         couplings = torch.stack([step["c"] for step in routed["iterations"]])
         favourite = last["c"].argmax(dim=1)

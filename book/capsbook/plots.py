@@ -13,7 +13,6 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
-from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 from matplotlib.patches import Circle
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
@@ -458,26 +457,32 @@ def two_colour_overlays(
     predictions: Tensor,
     ncols: int = 6,
     size: float = 1.05,
+    threshold: float = 0.35,
 ) -> Figure:
-    """The paper's Figure 5: each input ``[N, 1, H, W]`` in grey on white with its
-    two reconstructions ``[N, 2, 1, H, W]`` over it, the first in orange and the second
-    in blue (Okabe–Ito's pair, told apart with the common forms of colour blindness;
-    where both draw, the colours multiply to near black), titled with the labels ``[N,
-    2]`` (L) and the classes read ``[N, 2]`` (R), a wrong reading in vermillion."""
-    orange, blue = (torch.tensor(to_rgb(c)) for c in (COLORS[4], COLORS[0]))
-    grey = 0.45 * images[:, 0].clamp(0, 1)[..., None]  # [N, H, W, 1]
-    first = reconstructions[:, 0, 0].clamp(0, 1)[..., None]
-    second = reconstructions[:, 1, 0].clamp(0, 1)[..., None]
-    # [N, H, W, 3]: each drawing tints white paper like a filter of its colour
-    rgb = (1 - grey) * (1 - first * (1 - orange)) * (1 - second * (1 - blue))
-    count = len(rgb)
+    """The paper's Figure 5: each input ``[N, 1, H, W]`` in grey, and over it where its
+    two reconstructions ``[N, 2, 1, H, W]`` draw (above ``threshold``), the first in
+    translucent orange and the second in translucent blue (Okabe–Ito's pair, told apart
+    with the common forms of colour blindness; where both draw, the two overlap into a
+    darker tone; strokes neither draws stay grey); titled with the labels ``[N, 2]``
+    (L) and the classes read ``[N, 2]`` (R), a wrong reading in vermillion."""
+    count = len(images)
     fig, axes = _tiles(count, ncols, size, 1.4)
     with plt.rc_context(STYLE):
         for index, ax in enumerate(axes.flat):
             if index >= count:
                 ax.set_visible(False)
                 continue
-            ax.imshow(rgb[index].numpy())
+            ax.imshow(
+                1 - 0.5 * images[index, 0].clamp(0, 1).numpy(),
+                cmap="gray",
+                vmin=0,
+                vmax=1,
+            )
+            for k, colour in ((0, COLORS[4]), (1, COLORS[0])):
+                drawn = reconstructions[index, k, 0].clamp(0, 1).numpy()
+                ax.contourf(
+                    drawn, levels=[threshold, 1.01], colors=[colour], alpha=0.55
+                )
             wanted = sorted(labels[index].tolist())
             read = predictions[index].tolist()
             colour = "#222222" if sorted(read) == wanted else COLORS[1]
