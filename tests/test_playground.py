@@ -118,7 +118,14 @@ def test_the_static_figure_draws_the_default_preset():
     assert len(axes) == DEFAULT.parents + 1
     titles = [ax.get_title() for ax in axes[: DEFAULT.parents]]
     last = route_by_iteration(DEFAULT, 3)["iterations"][-1]
-    assert titles[0] == f"parent 0\n|s| {last['s'][0].norm():.2f}, |v| {last['v'][0].norm():.2f}"
+    assert titles[0].startswith(
+        f"parent 0\n|s| {last['s'][0].norm():.2f}, |v| {last['v'][0].norm():.2f}\nshown ±"
+    )
+    # each panel on its own scale: its longest vote (or s) fills 1/1.2 of the half-width
+    votes = votes_tensor(DEFAULT)[0]
+    for j, ax in enumerate(axes[: DEFAULT.parents]):
+        longest = max(votes[:, j].norm(dim=-1).max().item(), last["s"][j].norm().item())
+        assert ax.get_xlim()[1] == pytest.approx(1.2 * longest)
     lines = axes[-1].get_lines()
     assert len([line for line in lines if line.get_label().startswith("child ")]) == 6
 
