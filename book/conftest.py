@@ -1,7 +1,10 @@
-"""How `pytest --nbval` compares the chapters: with the float-noise sanitizer of
-``nbval-sanitize.cfg``, and saying first, in one line, whether this run has the versions
-of torch, torchvision, numpy, matplotlib and nbval that made the committed outputs
-(``tools/refresh_notebooks.py`` records them in each notebook's metadata)."""
+"""How `pytest --nbval` compares the chapters: their figures as pictures within a
+tolerance (``nbval_figures.py``, registered here), everything else exactly as nbval
+compares it (a chapter prints only the digits its computation guarantees on any CPU);
+and saying first, in one line, whether this
+run has the versions of torch, torchvision, numpy, matplotlib and nbval that made the
+committed outputs (``tools/refresh_notebooks.py`` records them in each notebook's
+metadata)."""
 
 from __future__ import annotations
 
@@ -11,13 +14,16 @@ from pathlib import Path
 
 import pytest
 
+from book import nbval_figures
+
 BOOK = Path(__file__).resolve().parent
-SANITIZER = BOOK / "nbval-sanitize.cfg"
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    if getattr(config.option, "nbval_sanitize_with", "unset") is None:  # nbval's option
-        config.option.nbval_sanitize_with = str(SANITIZER)
+    # a plugin, not hooks of this conftest: those would reach only files under book/, and a
+    # run elsewhere (tests/test_figures.py's) names the same module with -p
+    if not config.pluginmanager.is_registered(nbval_figures):
+        config.pluginmanager.register(nbval_figures, "book.nbval_figures")
 
 
 def executed_with() -> dict[str, set[str]]:

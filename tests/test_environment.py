@@ -1,7 +1,6 @@
 """The pinned test environment and how the chapters' outputs are compared: exact pins
 (names and versions only), floors that are the package's declared ones, notebooks
-executed in the pinned versions, a run with other versions said so by name, and the
-sanitizer that removes float noise from diagrams and nothing else."""
+executed in the pinned versions, and a run with other versions said so by name."""
 
 from __future__ import annotations
 
@@ -80,32 +79,3 @@ def test_a_run_with_other_versions_says_which_in_one_line(monkeypatch):
     here["torch"] = "2.15.0"
     line = book_conftest.versions_line()
     assert "DIFFER" not in line and "torch 2.15.0" in line
-
-
-def sanitized(text: str) -> str:
-    from nbval.plugin import get_sanitize_patterns
-
-    for regex, replace in get_sanitize_patterns(book_conftest.SANITIZER.read_text()):
-        text = re.sub(regex, replace, text)
-    return text
-
-
-SVG = (
-    '<g id="patch_3"><path d="M 46.8 73.688604 L {x} 73.688604 z" '
-    'clip-path="url(#p{clip})" style="fill: #d55e00; opacity: {alpha}"/></g>'
-    '<text x="{x}" y="80.5" style="font-size: 9px">{label}</text>'
-    '<use xlink:href="#m{clip}" x="{x}" y="3"/><clipPath id="p{clip}"/>'
-)
-
-
-def test_the_sanitizer_removes_a_diagram_s_float_noise_and_nothing_it_shows():
-    one = SVG.format(x="51.335346", clip="cdca8b8c59", alpha="0.7", label="r = 3")
-    noisy = SVG.format(x="51.335345", clip="0123456789", alpha="0.700001", label="r = 3")
-    relabelled = SVG.format(x="51.335346", clip="cdca8b8c59", alpha="0.7", label="r = 2")
-    recoloured = one.replace("#d55e00", "#0072b2")
-    assert sanitized(one) == sanitized(noisy)
-    assert sanitized(one) != sanitized(relabelled)
-    assert sanitized(one) != sanitized(recoloured)
-    # printed numbers, counts and words are compared as they are
-    for printed in ("margin loss 0.266, test 91.8%", "changes 0 answers", "x=0.146 d=2"):
-        assert sanitized(printed) == printed

@@ -1,0 +1,247 @@
+"""The figures of `pytest --nbval`, compared as pictures within a tolerance.
+
+nbval compares a cell's outputs as text. It leaves PNG images out (it compares their bytes
+only under ``--nbdime``, and bytes differ with any float noise), and an SVG is one long
+string whose coordinates carry float noise too. nbval has no image comparison of its own
+(pytest-mpl compares the figures test functions return, not a notebook's outputs), so this
+module compares them, in the same run as nbval's own comparison:
+
+* a PNG is decoded (with Pillow, which matplotlib needs) and must have the committed size
+  and an RMS difference from the committed pixels (the measure of
+  ``matplotlib.testing.compare.calculate_rms``) of at most :data:`PNG_RMS` levels of 255
+  over the whole figure and of at most :data:`TILE_RMS` over any :data:`TILE` ×
+  :data:`TILE` pixels: the first catches a change spread over the figure, the second one
+  confined to a corner of it (a label, one digit of a grid), which the whole figure's
+  mean dilutes;
+* an SVG is parsed and must have the committed elements, attributes and texts; every
+  number in an attribute (path data, positions, sizes, transforms, widths, opacities)
+  may differ from the committed one by at most :data:`SVG_ATOL`, everything between the
+  numbers (commands, colours, fonts) must be the same; a PNG embedded in it is compared
+  as a PNG; and the ids matplotlib derives from a hash of coordinates or pixels are
+  compared by where they are used, not by their digits.
+
+How it hooks nbval: :func:`pytest_collect_file` wraps nbval's own and swaps each notebook
+it collects for a :class:`FigureNotebook`, whose cells are :class:`FigureCell`\\ s: nbval's
+cell, which runs the code and compares every output as nbval does except the figures,
+then compares the figures here. ``book/conftest.py`` registers this module; a run
+outside book/ names it with ``-p book.nbval_figures``.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import re
+import xml.etree.ElementTree as ElementTree
+from collections.abc import Iterable, Iterator, Sequence
+
+import numpy as np
+import pytest
+from nbval.plugin import IPyNbCell, IPyNbFile
+from PIL import Image
+
+FIGURES = ("image/png", "image/svg+xml")
+
+#: The largest RMS differences, in levels of 255 per channel, of a PNG from the committed
+#: one, over the figure and over a tile. Float noise changes a few pixels by a level or so
+#: (chapter 5's first plot with AVX2 kernels: 23 pixels by 1, RMS 0.005); data off by 1e-5
+#: of itself (a lot for float32) moves antialiased edges by a few: RMS 0.13 over a plot,
+#: 0.9 over its worst tile; data off by 1e-3 (curves moved by a fifth of a pixel) come
+#: near the limits, at 1.3 and 7.4. A figure blanked, re-scaled, re-coloured or darkened,
+#: its rows or two digits swapped differs by 6 to 70 over the figure, one glyph changed by
+#: 20 over its tile (tests/test_figures.py plants each); moved by one pixel, by 20 to 30.
+PNG_RMS = 2.0
+TILE_RMS = 8.0
+TILE = 32
+#: The largest difference of a number in an SVG from the committed one: in points for
+#: positions, sizes and widths, in degrees for rotations, as a fraction for opacities.
+#: 0.01 of any of them is invisible; float noise is a thousandth of it (chapter 5's routing
+#: diagram, drawn from a trained model with AVX2 kernels: 9e-6 at most).
+SVG_ATOL = 0.01
+
+#: A number in an attribute: not the digits of a name (patch_3, DejaVuSans-30) or colour.
+NUMBER = re.compile(r"(?<![\w#.])(?<!\w-)([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)")
+#: The ids matplotlib makes from a hash of clip boxes, markers and images.
+HASHED_ID = re.compile(r"\b(image|[pm])[0-9a-f]{10}\b")
+DEFINED_ID = re.compile(rf'\bid="({HASHED_ID.pattern})"')
+EMBEDDED_PNG = "data:image/png;base64,"
+
+
+def decode_png(data: str | bytes) -> np.ndarray:
+    """A PNG, base64 as notebooks store it, as an array of height × width × RGBA."""
+    with Image.open(io.BytesIO(base64.b64decode(data))) as image:
+        return np.asarray(image.convert("RGBA"))
+
+
+def png_difference(committed: str | bytes, drawn: str | bytes) -> str | None:
+    """What differs between two PNGs beyond float noise, or None."""
+    if committed == drawn:
+        return None
+    old, new = decode_png(committed), decode_png(drawn)
+    if old.shape != new.shape:
+        return (
+            f"{new.shape[1]}×{new.shape[0]} pixels, "
+            f"the committed figure {old.shape[1]}×{old.shape[0]}"
+        )
+    # alpha counts only where a figure is transparent somewhere (as matplotlib's compare)
+    channels = 4 if (old[..., 3] < 255).any() or (new[..., 3] < 255).any() else 3
+    squared = ((old[..., :channels].astype(float) - new[..., :channels]) ** 2).mean(axis=-1)
+    rms = float(np.sqrt(squared.mean()))
+    if rms > PNG_RMS:
+        return f"RMS {rms:.2f} > {PNG_RMS}"
+    # the mean of each tile (those at the right and bottom edges may be smaller)
+    rows, columns = np.arange(0, squared.shape[0], TILE), np.arange(0, squared.shape[1], TILE)
+    sums = np.add.reduceat(np.add.reduceat(squared, rows, axis=0), columns, axis=1)
+    sizes = np.outer(np.diff([*rows, squared.shape[0]]), np.diff([*columns, squared.shape[1]]))
+    row, column = np.unravel_index(np.argmax(sums / sizes), sums.shape)
+    worst = float(np.sqrt(sums[row, column] / sizes[row, column]))
+    if worst > TILE_RMS:
+        return (
+            f"RMS {rms:.2f} over the figure, but {worst:.2f} > {TILE_RMS} in the "
+            f"{TILE}×{TILE} pixels at x {columns[column]}, y {rows[row]}"
+        )
+    return None
+
+
+def canonical_ids(svg: str) -> str:
+    """The SVG with each hashed id renamed by the order of its definition (``id="..."``):
+    a clip box or marker used where the committed figure uses another still differs."""
+    names: dict[str, str] = {}
+    for match in DEFINED_ID.finditer(svg):
+        names.setdefault(match[1], f"{match[2]}-{len(names)}")
+    return HASHED_ID.sub(lambda used: names.setdefault(used[0], f"{used[1]}-{len(names)}"), svg)
+
+
+def _shorten(text: str, width: int = 60) -> str:
+    text = " ".join(text.split())
+    return repr(text if len(text) <= width else text[: width - 1] + "…")
+
+
+def attribute_difference(committed: str, drawn: str) -> str | None:
+    """What differs between two attribute values, the numbers in them within
+    :data:`SVG_ATOL`."""
+    if committed == drawn:
+        return None
+    if committed.startswith(EMBEDDED_PNG) and drawn.startswith(EMBEDDED_PNG):
+        problem = png_difference(committed[len(EMBEDDED_PNG) :], drawn[len(EMBEDDED_PNG) :])
+        return problem and f"embedded image/png: {problem}"
+    # NUMBER's group makes split alternate: text, number, text, ..., text
+    old, new = NUMBER.split(committed), NUMBER.split(drawn)
+    if len(old) != len(new) or old[::2] != new[::2]:
+        return f"{_shorten(drawn)}, committed {_shorten(committed)}"
+    for a, b in zip(old[1::2], new[1::2]):
+        if abs(float(a) - float(b)) > SVG_ATOL:
+            return f"{b}, committed {a}: differs by {abs(float(a) - float(b)):.4g} > {SVG_ATOL}"
+    return None
+
+
+def _name(element: ElementTree.Element) -> str:
+    tag = element.tag.rsplit("}", 1)[-1]
+    return f"{tag}#{element.get('id')}" if element.get("id") else tag
+
+
+def _element_differences(
+    old: ElementTree.Element, new: ElementTree.Element, where: str
+) -> Iterator[str]:
+    where = f"{where}/{_name(new)}"
+    if old.tag != new.tag:
+        yield f"{where}: the committed figure has {_name(old)} here"
+        return
+    if set(old.attrib) != set(new.attrib):
+        yield f"{where}: attributes {sorted(new.attrib)}, committed {sorted(old.attrib)}"
+        return
+    for key in old.attrib:
+        problem = attribute_difference(old.attrib[key], new.attrib[key])
+        if problem:
+            yield f"{where} {key.rsplit('}', 1)[-1]}: {problem}"
+    for part in ("text", "tail"):  # the text shown, exactly; indentation aside
+        a, b = (getattr(old, part) or "").strip(), (getattr(new, part) or "").strip()
+        if a != b:
+            yield f"{where} {part}: {_shorten(b)}, committed {_shorten(a)}"
+    if len(old) != len(new):
+        yield f"{where}: {len(new)} elements inside, committed {len(old)}"
+        return
+    for a, b in zip(old, new):
+        yield from _element_differences(a, b, where)
+
+
+def svg_difference(committed: str, drawn: str) -> str | None:
+    """The first difference between two SVGs beyond float noise (and how many there are),
+    or None."""
+    if committed == drawn:
+        return None
+    try:
+        old = ElementTree.fromstring(canonical_ids(committed))
+        new = ElementTree.fromstring(canonical_ids(drawn))
+    except ElementTree.ParseError as error:  # not XML: the same text or a difference
+        return f"differs, and is not XML to compare within a tolerance ({error})"
+    problems = list(_element_differences(old, new, ""))
+    if not problems:
+        return None
+    more = f" (and {len(problems) - 1} more differences)" if len(problems) > 1 else ""
+    return f"at {problems[0].lstrip('/')}{more}"
+
+
+COMPARE = {"image/png": png_difference, "image/svg+xml": svg_difference}
+
+
+def figures(outputs: Iterable[dict], mime: str) -> list[str]:
+    return [output["data"][mime] for output in outputs if mime in output.get("data", {})]
+
+
+def figure_differences(committed: Sequence[dict], drawn: Sequence[dict]) -> list[str]:
+    """What differs between the figures of a cell's committed outputs and those it drew,
+    one line each, paired in order for each kind of figure."""
+    problems = []
+    for mime, compare in COMPARE.items():
+        old, new = figures(committed, mime), figures(drawn, mime)
+        if len(old) != len(new):
+            problems.append(f"drew {len(new)} {mime} figure(s), the committed cell has {len(old)}")
+            continue
+        for number, (a, b) in enumerate(zip(old, new), 1):
+            problem = compare(a, b)
+            if problem:
+                which = f"{mime} {number} of {len(old)}" if len(old) > 1 else mime
+                problems.append(f"{which} differs from the committed figure: {problem}")
+    return problems
+
+
+class FigureCell(IPyNbCell):
+    """nbval's cell, whose figures are compared by :func:`figure_differences`."""
+
+    figure_problems: Sequence[str] = ()
+
+    def compare_outputs(self, test, ref, skip_compare=None):
+        # nbval compares the other outputs (through the sanitizer); a figure more or less
+        # than committed is counted here, where nbval no longer sees figures
+        skip = tuple(skip_compare or self.parent.skip_compare) + FIGURES
+        same = super().compare_outputs(test, ref, skip_compare=skip)
+        where = f"{self.nodeid.split('::')[0]} cell {self.cell_num}"
+        self.figure_problems = [f"{where}: {p}" for p in figure_differences(ref, test)]
+        return same and not self.figure_problems
+
+    def repr_failure(self, excinfo):
+        """The figures' differences, then nbval's report (its input, and how the other
+        outputs differ, if they do): the first line is the one pytest's summary shows."""
+        return "\n".join([*self.figure_problems, super().repr_failure(excinfo)])
+
+
+class FigureNotebook(IPyNbFile):
+    """nbval's notebook, whose cells are :class:`FigureCell`\\ s."""
+
+    def collect(self):
+        for cell in super().collect():
+            yield FigureCell.from_parent(
+                self, name=cell.name, cell_num=cell.cell_num, cell=cell.cell, options=cell.options
+            )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collect_file(file_path, parent):
+    """nbval's notebooks, as :class:`FigureNotebook`\\ s (nbval's hook makes an
+    ``IPyNbFile`` of each ``.ipynb`` under ``--nbval``; this one wraps it)."""
+    collected = yield
+    return [
+        FigureNotebook.from_parent(parent, path=file_path) if type(node) is IPyNbFile else node
+        for node in collected
+    ]
