@@ -1,6 +1,8 @@
 """capsbook.equivariance: the transformations move pixels where they should, the angles
-and the fitted maps are right on cases checked by hand, the readings are those of the
-models, and bad inputs are refused with errors that say what was expected."""
+and the fitted maps are right on cases checked by hand, the standard space gives every
+model the same spread, the three held-out predictions and the read-out of the
+transformation find what synthetic vectors were made to carry, the readings are those of
+the models, and bad inputs are refused with errors that say what was expected."""
 
 from __future__ import annotations
 
@@ -11,16 +13,23 @@ import torch
 from matplotlib.figure import Figure
 
 from capsbook.equivariance import (
+    PREDICTORS,
     Transformation,
+    amounts,
     angle_between,
     equivariance_figure,
     fit_linear_map,
     held_out_angles,
+    held_out_misses,
     measure,
+    miss_table,
     principal_directions,
+    read_out,
+    read_out_table,
     represent,
     rotate_images,
     shift_images,
+    standardize,
     summarize,
     summary_table,
     transformations,
@@ -199,6 +208,146 @@ def test_held_out_angles_fit_a_small_map_in_the_main_directions_of_long_vectors(
     torch.testing.assert_close(directions.T @ directions, torch.eye(3, dtype=torch.float64))
 
 
+# --- the standard space, the three predictions and the read-out -------------------
+
+
+def spread(vectors):
+    """The root mean square distance of vectors [N, D] from their mean."""
+    return (vectors - vectors.mean(0)).square().sum(1).mean().sqrt()
+
+
+def test_standardizing_gives_two_models_of_different_spreads_the_same_one():
+    """A capsule-like cloud (16 numbers near a point far from the origin, spread 0.1)
+    and a CNN-like one (192 numbers, spread 30, read in 16 principal directions): in
+    their standard spaces both sit at the origin with spread 1."""
+    generator = torch.Generator().manual_seed(7)
+    capsules = 0.9 + 0.03 * torch.randn(64, 16, generator=generator)
+    features = 27 + 8 * torch.randn(64, 192, generator=generator)
+    zero = torch.zeros((), dtype=torch.float64)
+    for vectors, dims in ((capsules, None), (features, 16)):
+        standard = standardize(vectors, vectors, dims)
+        assert standard.dtype == torch.float64 and standard.shape == (64, 16)
+        torch.testing.assert_close(standard.mean(0), torch.zeros(16, dtype=torch.float64))
+        torch.testing.assert_close(spread(standard), zero + 1)
+    # the spread before: 0.03 * 4 = 0.12 against 8 * 4 in the main 16 directions
+    assert spread(capsules) < 0.2 < 20 < spread(features @ principal_directions(features, 16))
+    # a mere change of origin and unit: distances shrink by the spread, nothing else
+    before, after = capsules[:2], capsules[2:4]
+    torch.testing.assert_close(
+        (standardize(after, capsules) - standardize(before, capsules)).norm(dim=1),
+        (after - before).double().norm(dim=1) / spread(capsules.double()),
+    )
+    # whitened, every direction spreads alike, 1 / sqrt(16) each; the total is still 1
+    white = standardize(features, features, 16, whiten=True)
+    torch.testing.assert_close(white.square().mean(0), torch.full((16,), 1 / 16).double())
+
+
+def cloud(count=40, dims=4, seed=8):
+    generator = torch.Generator().manual_seed(seed)
+    before = 3 + torch.randn(count, dims, dtype=torch.float64, generator=generator)
+    return before, generator
+
+
+def test_a_shared_offset_is_predicted_exactly_by_the_offset_and_the_map():
+    before, _ = cloud()
+    offset = torch.tensor([0.5, -1.0, 0.0, 2.0], dtype=torch.float64)
+    misses = held_out_misses(before, before + offset)
+    assert list(misses) == list(PREDICTORS) == ["none", "offset", "map"]
+    assert misses["offset"].max() < 1e-10 and misses["map"].max() < 1e-8
+    # "none" misses by the whole offset, in spreads of the other 39 originals
+    n = 0
+    others = before[torch.arange(40) != n]
+    torch.testing.assert_close(misses["none"][n], offset.norm() / spread(others))
+
+
+def test_a_turn_by_a_fixed_matrix_is_predicted_by_the_map_and_not_by_the_offset():
+    before, generator = cloud()
+    before = before - before.mean(0)  # about the origin: the turn moves each its own way
+    turn = torch.linalg.qr(torch.randn(4, 4, dtype=torch.float64, generator=generator)).Q
+    misses = held_out_misses(before, before @ turn)
+    assert misses["map"].max() < 1e-8
+    # the mean movement is about 0: the offset misses about as much as "no movement"
+    ratio = misses["offset"].median() / misses["none"].median()
+    assert misses["none"].median() > 0.5 and 0.9 < ratio < 1.1
+
+
+def test_each_rule_is_fitted_without_the_vector_it_predicts():
+    before, generator = cloud(count=12, dims=3)
+    after = torch.randn(2, 12, 3, dtype=torch.float64, generator=generator)  # T = 2
+    misses = held_out_misses(before, after, folds=3)  # rows 1, 4, 7, 10 together
+    test = torch.arange(12) % 3 == 1
+    x, y = standardize(before, before[~test]), standardize(after, before[~test])
+    offset = (y[:, ~test] - x[~test]).mean(1, keepdim=True)
+    x1 = torch.cat([x, torch.ones(12, 1, dtype=x.dtype)], 1)
+    matrix = fit_linear_map(x1[~test], y[:, ~test])
+    expected = {
+        "none": (x[test] - y[:, test]).norm(dim=-1),
+        "offset": (x[test] + offset - y[:, test]).norm(dim=-1),
+        "map": (x1[test] @ matrix - y[:, test]).norm(dim=-1),
+    }
+    for name, miss in misses.items():
+        assert miss.shape == (2, 12)
+        torch.testing.assert_close(miss[:, test], expected[name])
+    # for long vectors, the rules work in the others' main directions
+    wide = torch.randn(30, 40, dtype=torch.float64, generator=generator)
+    assert held_out_misses(wide, wide + 1.0, dims=5)["offset"].max() < 1e-10
+
+
+STEPS = transformations(shifts=(-2, -1, 1, 2), angles=(-20, -10, 10, 20))
+
+
+def test_amounts_give_each_step_its_shift_or_angle():
+    table = amounts(STEPS)
+    assert table.shape == (12, 3)
+    assert table[0].tolist() == [-2, 0, 0] and table[5].tolist() == [0, -1, 0]
+    assert table[-1].tolist() == [0, 0, 20]
+
+
+def test_the_read_out_recovers_a_linear_encoding_and_nothing_from_noise():
+    """Vectors that move by a fixed linear code of (dx, dy, angle), plus a little noise:
+    read held out, R² is about 1; vectors that move at random: about 0 (or below)."""
+    before, generator = cloud(count=30, dims=8)
+    code = torch.randn(3, 8, dtype=torch.float64, generator=generator)
+    noise = 0.01 * torch.randn(12, 30, 8, dtype=torch.float64, generator=generator)
+    encoded = before + amounts(STEPS)[:, None] @ code + noise  # [12, 30, 8]
+    result = read_out(before, encoded, STEPS)
+    assert result.predicted.shape == (12, 30, 3)
+    assert (result.r2 > 0.999).all() and (result.rms < torch.tensor([0.05, 0.05, 0.5])).all()
+    torch.testing.assert_close(
+        result.predicted, amounts(STEPS)[:, None].expand(-1, 30, -1), atol=0.5, rtol=0
+    )
+    random = before + torch.randn(12, 30, 8, dtype=torch.float64, generator=generator)
+    assert (read_out(before, random, STEPS, folds=5).r2 < 0.1).all()
+    # without a ridge, the read-out ignores how the space is scaled or rotated
+    mix = torch.randn(8, 8, dtype=torch.float64, generator=generator)
+    torch.testing.assert_close(
+        read_out(before @ mix, random @ mix, STEPS, folds=5).predicted,
+        read_out(before, random, STEPS, folds=5).predicted,
+    )
+    # a small ridge barely changes an exact read-out; a huge one reads the mean
+    assert (read_out(before, encoded, STEPS, ridge=1e-3).r2 > 0.99).all()
+    assert (read_out(before, encoded, STEPS, ridge=1e9).r2.abs() < 0.01).all()
+
+
+def test_the_read_out_holds_out_every_step_of_a_digit_together():
+    """The amounts of digits 1, 5 and 9 (group 1 of 4) are read by a least-squares map
+    fitted on the other digits' changes, every step of them, in their standard space."""
+    before, generator = cloud(count=12, dims=3)
+    after = before + torch.randn(12, 12, 3, dtype=torch.float64, generator=generator)
+    result = read_out(before, after, STEPS, folds=4)
+    test = torch.arange(12) % 4 == 1
+    change = standardize(after, before[~test]) - standardize(before, before[~test])
+    design = torch.cat([change, torch.ones(12, 12, 1, dtype=torch.float64)], dim=2)
+    truth = amounts(STEPS)[:, None].expand(-1, 12, -1)
+    weights = torch.linalg.lstsq(design[:, ~test].flatten(0, 1), truth[:, ~test].flatten(0, 1))
+    torch.testing.assert_close(result.predicted[:, test], design[:, test] @ weights.solution)
+    # R² and the RMS error are those of the held-out predictions of every step and digit
+    error = (result.predicted - truth).flatten(0, 1)
+    variance = (truth.flatten(0, 1) - truth.flatten(0, 1).mean(0)).square().sum(0)
+    torch.testing.assert_close(result.r2, 1 - error.square().sum(0) / variance)
+    torch.testing.assert_close(result.rms, error.square().mean(0).sqrt())
+
+
 # --- the models' readings -----------------------------------------------------------
 
 
@@ -237,14 +386,32 @@ def test_summarize_measures_no_turn_for_the_identity_and_reports_every_step():
     assert summary["angle"][0] == 0 and summary["map_angle"][0] < 1e-3
     assert summary["score"][0] == before.score.median()
     assert summary["angle"][1] > 0
+    assert summary["miss_none"][0] < 1e-9 and summary["miss_none"][1] > 0
     for key in ("score", "accuracy", "angle", "map_angle", "kept_angle", "missed"):
         assert summary[key].shape == (2,)
+    for name in PREDICTORS:
+        assert summary[f"miss_{name}"].shape == (2,)
     assert int(summary["count"][0]) == 20
     table = summary_table(steps, {"tiny": summary}, shown=steps[1:])
     lines = table.splitlines()
     assert len(lines) == 4 and lines[2].startswith("original") and "+20°" in lines[3]
+    lines = miss_table(steps, {"tiny": summary, "again": summary}).splitlines()
+    assert len(lines) == 4 and "offset" in lines[1] and lines[3].startswith("+20°")
+    moved, offset, fitted = (float(summary[f"miss_{name}"][1]) for name in PREDICTORS)
+    assert f"{moved:5.2f}  {offset:5.2f} {offset / moved:4.0%}" in lines[3]
+    assert f"{fitted:5.2f} {fitted / moved:4.0%}" in lines[3]
     fig = equivariance_figure(steps, {"tiny": summary})
     assert isinstance(fig, Figure) and len(fig.axes) == 6  # 3 rows x 2 kinds
+    assert [t.get_text() for t in fig.legends[0].texts] == [
+        "tiny",
+        "shared offset",
+        "linear map",
+        "no movement",
+    ]
+    vectors = torch.stack([reading.vector for reading in after])
+    result = read_out(before.vector, vectors, steps, folds=4)
+    lines = read_out_table({"tiny": result}).splitlines()
+    assert len(lines) == 3 and "R²" in lines[0] and lines[2].startswith("tiny")
 
 
 # --- bad inputs ---------------------------------------------------------------------
@@ -288,3 +455,14 @@ def test_bad_inputs_are_refused_with_errors_that_say_what_was_expected():
         summarize(represent(tiny_capsnet(), images, torch.tensor([0, 1])), [])
     with pytest.raises(TypeError, match="sequence of Transformation"):
         measure(tiny_capsnet(), images, torch.tensor([0, 1]), [("shift_x", 1)])
+    with pytest.raises(ValueError, match=r"after must be \[N, D\] or \[T, N, D\]"):
+        held_out_misses(torch.randn(20, 4), torch.randn(20, 5))
+    with pytest.raises(ValueError, match="count must be at most"):
+        standardize(torch.randn(5, 40), torch.randn(5, 40), whiten=True)  # 40 > 5
+    steps = transformations(shifts=(1,), angles=())
+    with pytest.raises(ValueError, match=r"after must be \[T, N, D\]"):
+        read_out(torch.randn(20, 4), torch.randn(20, 4), steps)
+    with pytest.raises(ValueError, match="one per row of after: 3, got 2"):
+        read_out(torch.randn(20, 4), torch.randn(3, 20, 4), steps)
+    with pytest.raises(ValueError, match="ridge must be a number >= 0"):
+        read_out(torch.randn(20, 4), torch.randn(2, 20, 4), steps, ridge=-1.0)

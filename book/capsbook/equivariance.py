@@ -16,12 +16,19 @@ model, for the capsule of each digit's true class:
   :func:`held_out_angles` say whether it turned the same way for every digit (a map
   fitted on the other digits predicting each one), for long vectors within their
   :func:`principal_directions`.
+* :func:`standardize` puts the vectors of different models in spaces of the same
+  spread; there :func:`held_out_misses` measures how far three ever richer rules miss
+  each moved vector (no movement, one offset shared by all, a linear map), and
+  :func:`read_out` whether the change of a vector tells, linearly, how its image was
+  moved.
 * :func:`summarize` turns a measurement into medians per transformation,
-  :func:`summary_table` prints them, and :func:`equivariance_figure` draws them for
-  one model or several.
+  :func:`summary_table` and :func:`miss_table` print them, :func:`read_out_table`
+  prints read-outs, and :func:`equivariance_figure` draws the medians for one model
+  or several.
 
-Everything runs on the device and in the dtype of the images and the model; only the
-least-squares fits and principal directions are computed in float64.
+Everything runs on the device; the readings keep the dtype of the images and the
+model, the least-squares fits, principal directions and standard spaces are computed
+in float64.
 
 ::
 
@@ -41,6 +48,7 @@ import matplotlib.pyplot as plt
 import torch
 import torch.nn.functional as F
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from torch import Tensor, nn
 
 from capsbook.plots import COLORS, STYLE, new_figure
@@ -329,6 +337,194 @@ def held_out_angles(
     return map_angle, kept_angle
 
 
+def standardize(
+    vectors: Tensor,
+    originals: Tensor,
+    dims: int | None = None,
+    whiten: bool = False,
+) -> Tensor:
+    """``vectors`` ``[..., D]`` in the *standard space* of ``originals`` ``[N, D]``
+    (float64): centred on the originals' mean, projected on their ``dims`` principal
+    directions (default: all ``D`` coordinates kept), and divided by their spread, the
+    root mean square distance from that mean. There the originals have mean 0 and
+    spread 1.
+
+    Why: two models' spaces differ in scale and in where their vectors lie. A model
+    whose vectors lie far from the origin compared with how much they differ turns
+    less for the same movement than one whose vectors lie near it, and a distance in
+    one model's units means nothing in the other's. Centring and one scale per model
+    put every model's originals at the same place with the same spread, so that a
+    distance there is a movement against how much the digits differ, whichever the
+    model. The rule keeps the shape of each model's own distances, those in which the
+    capsule's length and the CNN's next layer read the vector.
+
+    ``whiten=True`` divides each principal direction by its own spread instead (all
+    ``D`` of them without ``dims``), so that the originals spread alike in every
+    direction, ``1 / √dims`` each. It is not the default: the directions in which the
+    digits barely differ then weigh as much as the main ones, and they are the ones a
+    few dozen digits estimate worst. It serves to check that a comparison does not
+    hang on the scale."""
+    _vectors("originals", originals)
+    mean = originals.double().mean(dim=0)
+    centred, originals = vectors.double() - mean, originals.double() - mean
+    if dims is not None or whiten:
+        directions = principal_directions(originals, dims or originals.shape[1])
+        centred, originals = centred @ directions, originals @ directions
+    spread = originals.square().mean(dim=0)  # [d]: along each coordinate
+    if whiten:
+        return centred / (spread * len(spread)).sqrt()
+    return centred / spread.sum().sqrt()
+
+
+#: The predictions of a moved vector that :func:`held_out_misses` compares, from the
+#: simplest: the name of each.
+PREDICTORS: dict[str, str] = {
+    "none": "no movement",
+    "offset": "shared offset",
+    "map": "linear map",
+}
+
+
+def held_out_misses(
+    before: Tensor,
+    after: Tensor,
+    folds: int | None = None,
+    dims: int | None = None,
+    whiten: bool = False,
+) -> dict[str, Tensor]:
+    """How far does each of three rules, from the simplest, miss the moved vectors?
+
+    ``before`` and ``after`` as for :func:`held_out_angles` (``after`` ``[N, D]`` or
+    ``[T, N, D]``); each row is predicted, as there, by rules fitted on the other rows
+    only (``folds``), and in the standard space of their ``before`` (:func:`standardize`
+    with ``dims`` and ``whiten``):
+
+    * ``"none"`` — no movement: ``after ≈ before``;
+    * ``"offset"`` — one offset shared by every vector, the others' mean movement
+      ``d``: ``after ≈ before + d``. Any vectors show it where the transformation adds
+      the same to each;
+    * ``"map"`` — a linear map with an offset, ``after ≈ before @ M + d``, by least
+      squares. It holds both others (``M = I``), so it misses less than the offset only
+      where the vectors move differently, in a way that each one's values predict.
+
+    Returns, for each rule of :data:`PREDICTORS`, the distance (``after``'s shape less
+    its last axis) from each ``after`` to its prediction, in units of the others'
+    spread; that of ``"none"`` is how far the vector moved. Distances, not angles: the
+    standard space's origin is the originals' mean, and an offset that carries every
+    moved vector far from it turns them all towards one direction, so that an angle
+    there would shrink every miss by the offset's length."""
+    _vectors("before", before)
+    if not torch.is_tensor(after) or after.shape[-2:] != before.shape:
+        raise ValueError(
+            f"after must be [N, D] or [T, N, D] with [N, D] = {list(before.shape)}, "
+            f"got {tuple(getattr(after, 'shape', ())) or type(after).__name__}"
+        )
+    count = before.shape[0]
+    folds = count if folds is None else checks.integer("folds", folds, minimum=2)
+    group = torch.arange(count, device=before.device) % folds
+    misses = {
+        name: torch.empty(after.shape[:-1], dtype=torch.float64, device=after.device)
+        for name in PREDICTORS
+    }
+    for k in range(min(folds, count)):
+        test = group == k
+        x = standardize(before, before[~test], dims, whiten)  # [N, d]
+        y = standardize(after, before[~test], dims, whiten)  # [(T,) N, d]
+        offset = (y[..., ~test, :] - x[~test]).mean(dim=-2, keepdim=True)
+        x1 = torch.cat([x, x.new_ones(count, 1)], dim=1)  # a 1 to carry the offset
+        matrix = fit_linear_map(x1[~test], y[..., ~test, :])  # [(T,) d + 1, d]
+        moved = y[..., test, :]
+        predictions = {
+            "none": x[test].expand_as(moved),
+            "offset": x[test] + offset,
+            "map": x1[test] @ matrix,
+        }
+        for name, predicted in predictions.items():
+            misses[name][..., test] = (predicted - moved).norm(dim=-1)
+    return misses
+
+
+#: What :func:`read_out` recovers of a transformation, with its unit.
+AMOUNTS: dict[str, str] = {"dx": "px", "dy": "px", "angle": "°"}
+
+
+def amounts(steps: Sequence[Transformation]) -> Tensor:
+    """``[T, 3]`` (float64): for each of ``steps`` the shift right and down in pixels
+    and the rotation in degrees counter-clockwise (:data:`AMOUNTS`), 0 for the two it
+    does not do."""
+    table = torch.zeros(len(steps), len(KINDS), dtype=torch.float64)
+    for t, step in enumerate(steps):
+        table[t, list(KINDS).index(step.kind)] = step.amount
+    return table
+
+
+class ReadOut(NamedTuple):
+    """What :func:`read_out` recovered of the transformations of ``N`` images."""
+
+    predicted: Tensor  #: ``[T, N, 3]``: dx, dy and angle read from each held-out change
+    r2: Tensor  #: ``[3]``: 1 − squared error / variance of the true amount (1: exact)
+    rms: Tensor  #: ``[3]``: root mean square error, in pixels and degrees
+
+
+def read_out(
+    before: Tensor,
+    after: Tensor,
+    steps: Sequence[Transformation],
+    folds: int | None = None,
+    dims: int | None = None,
+    ridge: float = 0.0,
+) -> ReadOut:
+    """Does the change of the vector say, linearly, how its image was moved?
+
+    ``before`` ``[N, D]`` are the vectors of ``N`` images, ``after`` ``[T, N, D]``
+    those after each of ``steps``. For every step and image, the change ``after −
+    before`` in the standard space (:func:`standardize` with ``dims``) is read by a
+    linear map with an intercept into the step's :func:`amounts` (dx, dy, angle),
+    fitted by least squares on the other images: every step of an image is held out
+    together (row ``n`` in group ``n % folds``; ``folds=None``: one image at a time),
+    and the standard space is the others' too. ``ridge`` adds ``ridge × ‖W‖²`` to the
+    squared error (the intercept is free): for more dimensions than the fit can
+    determine.
+
+    With ``ridge=0`` the fit does not depend on the standard space's scale or
+    rotation: any invertible linear change of the ``dims`` coordinates gives the same
+    predictions. Only ``dims`` (which directions are read) matters."""
+    _vectors("before", before)
+    if not torch.is_tensor(after) or after.shape[1:] != before.shape:
+        raise ValueError(
+            f"after must be [T, N, D] with [N, D] = {list(before.shape)}, got "
+            f"{tuple(getattr(after, 'shape', ())) or type(after).__name__}"
+        )
+    if len(steps) != len(after):
+        raise ValueError(
+            f"steps must be one per row of after: {len(after)}, got {len(steps)}"
+        )
+    if isinstance(ridge, bool) or not isinstance(ridge, (int, float)) or ridge < 0:
+        raise ValueError(f"ridge must be a number >= 0, got {ridge!r}")
+    count = before.shape[0]
+    folds = count if folds is None else checks.integer("folds", folds, minimum=2)
+    group = torch.arange(count, device=before.device) % folds
+    truth = amounts(steps).to(before.device)[:, None].expand(-1, count, -1)  # [T, N, 3]
+    predicted = torch.empty_like(truth)
+    for k in range(min(folds, count)):
+        test = group == k
+        change = standardize(after, before[~test], dims) - standardize(
+            before, before[~test], dims
+        )  # [T, N, d]
+        x, y = change[:, ~test].flatten(0, 1), truth[:, ~test].flatten(0, 1)
+        x_mean, y_mean = x.mean(dim=0), y.mean(dim=0)
+        x, y = x - x_mean, y - y_mean  # the means carry the intercept
+        if ridge:
+            x = torch.cat([x, math.sqrt(ridge) * torch.eye(x.shape[1]).to(x)])
+            y = torch.cat([y, y.new_zeros(x.shape[1], y.shape[1])])
+        weights = torch.linalg.lstsq(x, y).solution  # [d, 3]
+        predicted[:, test] = (change[:, test] - x_mean) @ weights + y_mean
+    error = (predicted - truth).flatten(0, 1)
+    deviation = truth.flatten(0, 1) - truth.mean(dim=(0, 1))
+    r2 = 1 - error.square().sum(dim=0) / deviation.square().sum(dim=0)
+    return ReadOut(predicted, r2.cpu(), error.square().mean(dim=0).sqrt().cpu())
+
+
 def summarize(
     before: Reading,
     after: Sequence[Reading],
@@ -343,7 +539,11 @@ def summarize(
     * ``map_angle`` and ``kept_angle`` — degrees between each vector and a linear map's
       prediction of it, and the prediction "no movement" (:func:`held_out_angles`
       with ``folds`` and ``dims``); ``missed`` — ``map_angle / kept_angle``, the share
-      of the turn that the map misses (1: no better than "no movement").
+      of the turn that the map misses (1: no better than "no movement");
+    * ``miss_none``, ``miss_offset``, ``miss_map`` — the distance by which each rule
+      of :data:`PREDICTORS` misses, in spreads of the original vectors in the standard
+      space (:func:`held_out_misses` with ``folds`` and ``dims``); ``miss_none`` is
+      how far the vectors moved there.
 
     Also ``score_before`` and ``accuracy_before`` (one value each), of the
     untransformed images, and ``count`` (``N``). A median of an even count is the
@@ -369,10 +569,29 @@ def summarize(
         "kept_angle": median(kept_angle).rad2deg(),
     }
     summary["missed"] = summary["map_angle"] / summary["kept_angle"]
+    misses = held_out_misses(before.vector, vectors, folds, dims)
+    for name, miss in misses.items():
+        summary[f"miss_{name}"] = median(miss)
     summary["score_before"] = before.score.median().cpu()[None]
     summary["accuracy_before"] = before.correct.float().mean().cpu()[None]
     summary["count"] = torch.tensor([len(before.score)])
     return summary
+
+
+def _rows(
+    steps: Sequence[Transformation], shown: Sequence[Transformation] | None
+) -> list[Transformation]:
+    """``shown`` (default: all of ``steps``), checked to be some of ``steps``."""
+    shown = list(steps) if shown is None else list(shown)
+    if not set(shown) <= set(steps):
+        raise ValueError("shown must be some of steps")
+    return shown
+
+
+def _lines(head: list[str], sub: list[str], rows: list[list[str]]) -> str:
+    """A text table: two header lines, then ``rows``, cells joined by 3 spaces."""
+    lines = [head, sub, *rows]
+    return "\n".join("   ".join(cells).rstrip() for cells in lines)
 
 
 def summary_table(
@@ -382,35 +601,75 @@ def summary_table(
 ) -> str:
     """:func:`summarize`'s tables for ``steps`` as text, one row per transformation of
     ``shown`` (default: all of ``steps``) after a row for the original images, and
-    four columns per model (name → table): median score, how many read right, median
-    angle turned, share of it missed."""
-    shown = list(steps) if shown is None else list(shown)
-    if not set(shown) <= set(steps):
-        raise ValueError("shown must be some of steps")
-    head = ["transformation".ljust(14)]
-    sub = ["".ljust(14)]
+    three columns per model (name → table): median score, how many read right, median
+    angle turned in the model's own space."""
+    head, sub = ["transformation".ljust(14)], ["".ljust(14)]
     for name in summaries:
-        head.append(f"{name[:28]:^28s}")
-        sub.append("score  right  turned missed")
-    lines = ["   ".join(head).rstrip(), "   ".join(sub)]
-    for step in [None, *shown]:
+        head.append(f"{name[:20]:^20s}")
+        sub.append("score  right  turned")
+    rows = []
+    for step in [None, *_rows(steps, shown)]:
         cells = [(step.name if step else "original").ljust(14)]
         for summary in summaries.values():
             count = int(summary["count"][0])
             if step is None:
                 score = float(summary["score_before"][0])
                 right = round(float(summary["accuracy_before"][0]) * count)
-                cells.append(f"{score:5.3f}  {right:>2d}/{count:<2d}".ljust(28))
+                cells.append(f"{score:5.3f}  {right:>2d}/{count:<2d}".ljust(20))
                 continue
             k = list(steps).index(step)
             score, angle = float(summary["score"][k]), float(summary["angle"][k])
             right = round(float(summary["accuracy"][k]) * count)
-            missed = float(summary["missed"][k])
-            cells.append(
-                f"{score:5.3f}  {right:>2d}/{count:<2d} {angle:6.1f}° {missed:6.0%}"
+            cells.append(f"{score:5.3f}  {right:>2d}/{count:<2d} {angle:6.1f}°")
+        rows.append(cells)
+    return _lines(head, sub, rows)
+
+
+def miss_table(
+    steps: Sequence[Transformation],
+    summaries: Mapping[str, Mapping[str, Tensor]],
+    shown: Sequence[Transformation] | None = None,
+) -> str:
+    """The misses of :func:`summarize`'s tables as text, one row per transformation of
+    ``shown`` (default: all of ``steps``) and, per model (name → table), the median
+    distance by which each rule of :data:`PREDICTORS` misses, in spreads of the
+    original vectors: "no movement" (how far the vectors moved), then "shared offset"
+    and "linear map", each also in percent of the first."""
+    head, sub = ["".ljust(14)], ["transformation".ljust(14)]
+    for name in summaries:
+        head.append(f"{name[:29]:^29s}")
+        sub.append(f"{'none':>5s}  {'offset':^10s}  {'map':^10s}")
+    rows = []
+    for step in _rows(steps, shown):
+        cells = [step.name.ljust(14)]
+        k = list(steps).index(step)
+        for summary in summaries.values():
+            none, offset, fitted = (
+                float(summary[f"miss_{name}"][k]) for name in PREDICTORS
             )
-        lines.append("   ".join(cells).rstrip())
-    return "\n".join(lines)
+            share = [f"{m / none:4.0%}" if none else "   –" for m in (offset, fitted)]
+            cells.append(
+                f"{none:5.2f}  {offset:5.2f} {share[0]}  {fitted:5.2f} {share[1]}"
+            )
+        rows.append(cells)
+    return _lines(head, sub, rows)
+
+
+def read_out_table(results: Mapping[str, ReadOut]) -> str:
+    """:func:`read_out`'s results (name → result) as text, a row each: R² and the root
+    mean square error of each amount of :data:`AMOUNTS`."""
+    head = ["".ljust(20), f"{'R²':^18s}", f"{'RMS error':^24s}"]
+    sub = ["".ljust(20), "   ".join(f"{a:>4s}" for a in AMOUNTS)]
+    sub.append(" ".join(f"{a:>7s}" for a in AMOUNTS))
+    rows = []
+    for name, result in results.items():
+        errors = [
+            f"{error:.2f} px" if unit == "px" else f"{error:.1f}{unit}"
+            for error, unit in zip(result.rms.tolist(), AMOUNTS.values())
+        ]
+        r2 = "   ".join(f"{float(r):4.2f}" for r in result.r2)
+        rows.append([name[:20].ljust(20), r2, " ".join(e.rjust(7) for e in errors)])
+    return _lines(head, sub, rows)
 
 
 #: Axis titles of the figure's columns, by kind.
@@ -452,17 +711,19 @@ def equivariance_figure(
     width: float = 6.5,
 ) -> Figure:
     """What :func:`summarize` measured, one column per kind of transformation in
-    ``steps`` (against its amount) and one line per model of ``summaries`` (name →
-    table): the true class's median score (row 1), the median angle its vector turned
-    (row 2), and ``missed`` in percent (row 3): the median angle by which the held-out
-    maps miss over the median angle between original and moved vector, both in the
-    maps' space (100%: the maps do no better than "no movement"). ``width`` inches
-    wide (the book's column: 6.5), with 8-point text."""
+    ``steps`` (against its amount) and one colour per model of ``summaries`` (name →
+    table): the true class's median score (row 1); how far its vector moved in the
+    standard space, in spreads of the original vectors (row 2); and how far the
+    held-out rules of :func:`held_out_misses` miss, in percent of how far the vector
+    moved (row 3): the shared offset dashed with open markers, the linear map solid
+    (100%, grey: no better than "no movement"). ``width`` inches wide (the book's
+    column: 6.5), with 8-point text."""
     kinds = list(dict.fromkeys(step.kind for step in steps))
     style = {**STYLE, "font.size": 8, "legend.fontsize": 8}
     fig, axes = new_figure(
-        len(kinds), 3, width, 5.2, style, squeeze=False, sharex="col", sharey="row"
+        len(kinds), 3, width, 5.4, style, squeeze=False, sharex="col", sharey="row"
     )
+    highest = 100.0
     with plt.rc_context(style):
         for index, (name, summary) in enumerate(summaries.items()):
             line = {
@@ -470,28 +731,41 @@ def equivariance_figure(
                 "marker": "osD^"[index % 4],
                 "markersize": 3.5,
                 "linewidth": 1.2,
-                "label": name,
             }
-            rows = (  # key, value of the untransformed images, scale
-                ("score", float(summary["score_before"][0]), 1),
-                ("angle", 0.0, 1),
-                ("missed", None, 100),  # 0 / 0 for the untransformed images
+            moved = summary["miss_none"]
+            moved = torch.where(moved > 0, moved, math.nan)  # nothing to miss: no value
+            offset = {"linestyle": "--", "markerfacecolor": "white"}
+            score_before = float(summary["score_before"][0])
+            curves = (  # row, values, value of the untransformed images, style
+                (0, summary["score"], score_before, {"label": name}),
+                (1, summary["miss_none"], 0.0, {}),
+                (2, 100 * summary["miss_offset"] / moved, None, offset),  # 0 / 0 at 0
+                (2, 100 * summary["miss_map"] / moved, None, {}),
             )
             for col, kind in enumerate(kinds):
-                for row, (key, at_zero, scale) in enumerate(rows):
-                    x, y = _curve(steps, kind, summary[key], at_zero)
-                    axes[row, col].plot(x, [scale * v for v in y], **line)
+                for row, values, at_zero, extra in curves:
+                    x, y = _curve(steps, kind, values, at_zero)
+                    axes[row, col].plot(x, y, **line, **extra)
+                    if row == 2:
+                        highest = max([highest, *(v for v in y if math.isfinite(v))])
         for col, kind in enumerate(kinds):
             axes[-1, col].set_xticks(*_amount_ticks(steps, kind))
             axes[-1, col].set_xlabel(AXIS_TITLES[kind])
-            axes[2, col].axhline(100, color="#777777", linewidth=0.8, linestyle="--")
+            axes[2, col].axhline(100, color="#555555", linewidth=1.0, linestyle=":")
         axes[0, 0].set_ylabel("true class: median\nlength or probability")
-        axes[1, 0].set_ylabel("median angle turned\nfrom the original (°)")
-        axes[2, 0].set_ylabel("median miss of the maps\nover median move (%)")
+        axes[1, 0].set_ylabel("median distance moved\n(spreads of the originals)")
+        axes[2, 0].set_ylabel("median miss over\nmedian move (%)")
         axes[0, 0].set_ylim(top=1.02)
         axes[1, 0].set_ylim(bottom=0)
-        axes[2, 0].set_ylim(0, 110)
+        axes[2, 0].set_ylim(0, 5 * math.ceil(highest / 5) + 5)
         handles, labels = axes[0, 0].get_legend_handles_labels()
+        grey = {"color": "#777777", "linewidth": 1.2, "markersize": 3.5}
+        handles += [
+            Line2D([], [], marker="o", linestyle="--", markerfacecolor="white", **grey),
+            Line2D([], [], marker="o", **grey),
+            Line2D([], [], linestyle=":", color="#555555", linewidth=1.0),
+        ]
+        labels += [PREDICTORS["offset"], PREDICTORS["map"], PREDICTORS["none"]]
         fig.legend(
             handles,
             labels,
