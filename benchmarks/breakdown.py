@@ -115,16 +115,13 @@ def breakdown(device: torch.device, batch_size: int, repeats: int, root=None) ->
 
     def stamped_objective(output, *batch):  # noqa: ANN001, ANN002, ANN202
         timeline.stamp("losses")
-        return config.objective(output, *batch)
+        return trainer_step.objective(output, *batch)
 
     run.optimizer.register_step_pre_hook(lambda *_: timeline.stamp("optimizer"))
+    # the trainer's step with its own parts (its model in its precision, its optimizer),
+    # the objective stamped
     measured = TrainingStep(
-        run.model,
-        run.optimizer,
-        stamped_objective,
-        trainer_step.precision,
-        trainer_step.scaler,
-        run.average,
+        trainer_step.model, trainer_step.optimizer, stamped_objective, run.average
     )
     generator = torch.Generator(device=device).manual_seed(0)
 

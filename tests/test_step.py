@@ -18,6 +18,7 @@ from capsnotes import CapsNet, capsnet_loss, margin_loss, reconstruction_loss, s
 from capsnotes.experiments.convnet import ConvNetConfig
 from capsnotes.fast import speed_up
 from capsnotes.fast.graphs import GraphedStep
+from capsnotes.fast.precision import Autocast, loss_scaling
 from capsnotes.training.config import ARCHITECTURES, profile
 from capsnotes.training.step import TrainingStep, WeightAverage, training_step
 from tests.conftest import TINY
@@ -28,6 +29,17 @@ def make_optimizer(model, lr, fused=True, capturable=False):
 
 
 objective = functools.partial(capsnet_loss, reconstruction_weight=0.0005)
+
+
+def sixteen_bits(
+    model, optimizer, dtype, scaler=None, average=None, loss=objective
+) -> TrainingStep:
+    """The step as build_run makes it for a 16-bit plan: the forward pass under
+    autocast, and with a scaler float16's loss scaling, of ``loss``."""
+    step_objective, stepping = loss, optimizer
+    if scaler is not None:
+        step_objective, stepping = loss_scaling(loss, optimizer, scaler)
+    return TrainingStep(Autocast(model, dtype), stepping, step_objective, average)
 
 
 def _batch(count: int, seed: int, device: str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
@@ -103,7 +115,8 @@ def test_float16_scales_the_loss_and_makes_the_same_update() -> None:
     twin.load_state_dict(model.state_dict())
     scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
     batch = _batch(4, seed=5)
-    training_step(model, make_optimizer(model, 1e-3, False), objective, batch, scaler=scaler)
+    scaled, stepping = loss_scaling(objective, make_optimizer(model, 1e-3, False), scaler)
+    training_step(model, stepping, scaled, batch)
     training_step(twin, make_optimizer(twin, 1e-3, False), objective, batch)
     for a, b in zip(model.parameters(), twin.parameters()):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
@@ -112,7 +125,7 @@ def test_float16_scales_the_loss_and_makes_the_same_update() -> None:
     before = [p.detach().clone() for p in model.parameters()]
     overflowing = torch.amp.GradScaler("cpu", init_scale=2.0**40)
     optimizer = make_optimizer(model, 1e-3, False)
-    training_step(model, optimizer, objective, batch, precision=torch.float16, scaler=overflowing)
+    sixteen_bits(model, optimizer, torch.float16, overflowing)(batch)
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
     assert overflowing.get_scale() == 2.0**39
 
@@ -133,9 +146,8 @@ def test_graph_replay_trains_as_the_eager_step_does() -> None:
     models[1].load_state_dict(models[0].state_dict())
     optimizers = [make_optimizer(m, 1e-3, capturable=True) for m in models]
     averages = [WeightAverage(m, 0.9) for m in models]
-    precision = torch.bfloat16
     steps = [
-        TrainingStep(m, o, objective, precision, average=a)
+        sixteen_bits(m, o, torch.bfloat16, average=a)
         for m, o, a in zip(models, optimizers, averages, strict=True)
     ]
     with pytest.raises(ValueError, match="capturable"):
@@ -199,7 +211,7 @@ def test_a_step_reads_nothing_on_the_host_and_makes_no_cpu_tensor(architecture):
     model, objective, batch = tiny_runs("meta")[architecture]
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     average = WeightAverage(model, 0.9)
-    stats = training_step(model, optimizer, objective, batch, average=average)
+    stats = TrainingStep(model, optimizer, objective, average)(batch)
     assert {value.device.type for value in stats.values()} == {"meta"}
     with pytest.raises(RuntimeError, match="meta"):
         stats["correct"].item()  # the check would catch a read
@@ -304,9 +316,8 @@ def test_a_step_makes_no_tensor_from_host_data(architecture, routing):
     if routing == "fused":
         model = speed_up(model, routing)
     optimizer = make_optimizer(model, 1e-3, fused=True)
-    step = TrainingStep(
-        model, optimizer, objective, torch.bfloat16, None, WeightAverage(model, 0.9)
-    )
+    average = WeightAverage(model, 0.9)
+    step = sixteen_bits(model, optimizer, torch.bfloat16, average=average, loss=objective)
     before = [p.detach().clone() for p in model.parameters()]
     with NoTensorsFromHostData() as mode:
         for _ in range(2):
@@ -319,7 +330,7 @@ def test_a_step_makes_no_tensor_from_host_data(architecture, routing):
         model = speed_up(model, routing)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     with NoTensorsFromHostData() as mode:
-        training_step(model, optimizer, objective, batch, average=WeightAverage(model, 0.9))
+        TrainingStep(model, optimizer, objective, WeightAverage(model, 0.9))(batch)
     assert mode.made == []
 
 
@@ -335,7 +346,7 @@ def test_the_forward_pass_runs_with_autocast_s_cache_off():
         seen.append((torch.is_autocast_enabled("cpu"), torch.is_autocast_cache_enabled()))
 
     model.register_forward_hook(look)
-    step = TrainingStep(model, make_optimizer(model, 1e-3), objective, torch.bfloat16)
+    step = sixteen_bits(model, make_optimizer(model, 1e-3), torch.bfloat16)
     assert torch.is_autocast_cache_enabled()  # torch's default, outside autocast
     step(_batch(4, seed=0))
     assert seen == [(True, False)]
@@ -361,10 +372,9 @@ def no_host_reads():
 
 
 def scaled_backward(model, scaler, batch) -> None:
-    """What training_step does before the scaler's step and update (the part under
+    """What a float16 step does before the scaler's step and update (the part under
     test, which the caller runs): forward in float16, then the scaled backward."""
-    with torch.autocast("cpu", torch.float16, cache_enabled=False):
-        output = model(*batch[:2])
+    output = Autocast(model, torch.float16)(*batch[:2])
     scaler.scale(objective(output, *batch).total).backward()
 
 
@@ -393,7 +403,7 @@ def test_the_t4_format_trains_on_a_cpu_and_skips_an_overflowing_step():
     model = CapsNet(TINY)
     optimizer = make_optimizer(model, 1e-2)
     scaler = torch.amp.GradScaler("cpu")
-    step = TrainingStep(model, optimizer, objective, torch.float16, scaler)
+    step = sixteen_bits(model, optimizer, torch.float16, scaler)
     before = [p.detach().clone() for p in model.parameters()]
     losses = [step(_batch(8, seed=0))["margin_loss"].item() for _ in range(4)]
     assert all(torch.isfinite(torch.tensor(losses))) and losses[-1] < losses[0]
@@ -526,7 +536,7 @@ def test_a_graphed_step_refuses_what_it_cannot_record():
         GraphedStep(plain, graphs=StandInGraphs())
     optimizer = make_optimizer(model, 1e-3, fused=False)
     optimizer.param_groups[0]["capturable"] = True
-    scaled = TrainingStep(model, optimizer, objective, torch.float16, torch.amp.GradScaler("cpu"))
+    scaled = sixteen_bits(model, optimizer, torch.float16, torch.amp.GradScaler("cpu"))
     with pytest.raises(ValueError, match="loss scaler has not been run on a GPU"):
         GraphedStep(scaled, graphs=StandInGraphs())
 

@@ -15,6 +15,7 @@ from capsnotes.experiments.convnet import ConvNet
 from capsnotes.experiments.multimnist import PairedCapsNet
 from capsnotes.fast.convolution import MatmulConv2d
 from capsnotes.fast.plan import plan_run
+from capsnotes.fast.precision import Autocast
 from capsnotes.fast.routing import FusedDigitCapsules
 from capsnotes.training.checkpoint import load_checkpoint, save_checkpoint
 from capsnotes.training.config import PROFILES, TrainConfig, build_model, load_run_data, profile
@@ -228,7 +229,8 @@ def test_the_reference_run_is_plain_pytorch():
     assert type(run.model) is CapsNet and type(run.model.digits) is DigitCapsules
     assert type(run.model.conv1) is torch.nn.Conv2d
     assert not run.optimizer.defaults["fused"]
-    assert type(run.step) is TrainingStep and run.average is None and run.step.scaler is None
+    assert type(run.step) is TrainingStep and run.average is None and run.scaler is None
+    assert run.step.model is run.model and run.step.optimizer is run.optimizer
     assert run.result_model is run.model
     assert run.details == {
         "fast_paths": False,
@@ -254,7 +256,7 @@ def test_a_fast_cpu_run_times_the_convolutions_on_the_sample():
     assert {"native, float32", "matmul, float32"} <= set(timed)
     chosen = f"{run.details['convolution']}, {run.details['precision']}"
     assert timed[chosen] == min(timed.values())
-    assert (run.step.precision is None) == (run.details["precision"] == "float32")
+    assert isinstance(run.step.model, Autocast) == (run.details["precision"] != "float32")
     matmul = run.details["convolution"] == "matmul"
     assert isinstance(run.model.primary.conv, MatmulConv2d) is matmul
     assert run.optimizer.defaults["fused"] and run.details["optimizer"] == "Adam, fused"
@@ -265,7 +267,7 @@ def test_a_fast_cpu_run_times_the_convolutions_on_the_sample():
     assert (
         isinstance(forced.model.conv1, MatmulConv2d) and forced.details["convolution"] == "matmul"
     )
-    assert forced.step.precision is torch.bfloat16 and forced.details["precision"] == "bfloat16"
+    assert forced.step.model.dtype is torch.bfloat16 and forced.details["precision"] == "bfloat16"
     assert "step_seconds" not in forced.details  # nothing was left to time
     with pytest.raises(ValueError, match="precision must be one of"):
         plan_for(config, "cpu", sample=lambda: sample, precision="float8")
@@ -299,7 +301,7 @@ def test_the_run_is_built_as_its_plan_says():
     run = build_run(capsnet, "cpu")
     assert run.plan == plan_for(capsnet, "cpu") and run.plan.timed
     assert (run.details["routing"], run.details["convolution"]) == ("fused", "native")
-    assert run.details["precision"] == "float32" and run.step.precision is None
+    assert run.details["precision"] == "float32" and run.step.model is run.model
     assert not run.optimizer.defaults["capturable"] and type(run.step) is TrainingStep
 
 

@@ -26,6 +26,7 @@ from torch import Tensor, nn
 
 from . import CONVOLUTIONS, speed_up
 from .plan import DTYPES
+from .precision import Autocast
 
 
 @dataclass(frozen=True)
@@ -105,14 +106,11 @@ def choose_cpu_implementation(
     for round_ in range(repeats + 1):
         for convolution, model in models.items():
             for precision in precisions:
+                # the forward pass as the run will compute it
+                dtype = DTYPES[precision]
+                stepped = model if dtype is None else Autocast(model, dtype)
                 started = perf_counter()
-                with torch.autocast(
-                    "cpu",
-                    DTYPES[precision] or torch.bfloat16,
-                    enabled=precision != "float32",
-                    cache_enabled=False,
-                ):
-                    output = model(batch[0], batch[1])
+                output = stepped(batch[0], batch[1])
                 objective(output, *batch).total.backward()
                 elapsed = perf_counter() - started
                 if round_:  # the first round warms up

@@ -39,6 +39,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from .precision import ScaledOptimizer
+
 #: Why a float16 step with its loss scaler is not recorded (the plan refuses it too).
 SCALED_GRAPH_REFUSAL = (
     "a CUDA graph of a float16 step with its loss scaler has not been run on a GPU yet"
@@ -75,7 +77,7 @@ class CudaGraphs:
 
 class GraphedStep:
     """A training step (:class:`~capsnotes.training.step.TrainingStep`, or anything
-    with its ``model``, ``optimizer`` and ``scaler`` that is called with a batch)
+    with its ``model`` and ``optimizer`` that is called with a batch)
     replayed from a CUDA graph, with the same result. Its model must be on a CUDA
     device and its optimizer capturable (``torch.optim.Adam(..., capturable=True)``);
     ``warmup`` eager steps run before the first recording, which is made on a batch of
@@ -97,7 +99,7 @@ class GraphedStep:
             raise ValueError(
                 "a graphed step needs a capturable optimizer (capturable=True)"
             )
-        if step.scaler is not None:
+        if isinstance(step.optimizer, ScaledOptimizer):
             raise ValueError(SCALED_GRAPH_REFUSAL)
         self.step, self.optimizer = step, step.optimizer
         self.graphs = CudaGraphs(device) if graphs is None else graphs

@@ -1,19 +1,28 @@
-"""Where a run computes, and what the device is.
+"""Where a run computes, what the device is, and the 16-bit formats around the step.
 
 * :func:`resolve_device` turns ``"auto"``/``"cpu"``/``"cuda"``/``"cuda:N"`` into a
   device, with a clear error when a GPU is asked for and none is there;
 * :func:`device_name` describes it for the records every run keeps;
 * :func:`device_capability` reads a GPU's compute capability, from which the run's plan
-  (:mod:`capsnotes.fast.plan`) chooses its format.
+  (:mod:`capsnotes.fast.plan`) chooses its format;
+* :class:`Autocast` runs a model's forward pass in bf16 or float16, and
+  :func:`loss_scaling` gives an objective and an optimizer float16's loss scaling: the
+  trainer hands them to :func:`capsnotes.training.step.training_step` in place of the
+  plain ones, which leaves the step itself as the paper's.
 """
 
 from __future__ import annotations
 
 import contextlib
 import platform
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
+from torch import nn
+
+from ..losses import Loss
 
 
 def resolve_device(device: torch.device | str | None = None) -> torch.device:
@@ -53,3 +62,54 @@ def device_capability(device: torch.device) -> tuple[int, int] | None:
     if device.type != "cuda":
         return None
     return tuple(torch.cuda.get_device_capability(device))
+
+
+class Autocast(nn.Module):
+    """``model`` whose forward pass runs under autocast to ``dtype`` (bf16, or float16
+    with :func:`loss_scaling`) on its input's device. Autocast's cache is off: a step
+    recorded as a CUDA graph needs it off (PyTorch's CUDA-graph notes), and a step that
+    runs its forward pass once gains nothing from it."""
+
+    def __init__(self, model: nn.Module, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.model, self.dtype = model, dtype
+
+    def forward(self, images: torch.Tensor, *rest: Any) -> Any:
+        with torch.autocast(images.device.type, self.dtype, cache_enabled=False):
+            return self.model(images, *rest)
+
+
+class ScaledOptimizer:
+    """An optimizer whose ``step()`` unscales the gradients, skips a step whose
+    gradients overflowed and updates the scale (``GradScaler.step`` and ``update``); its
+    parameter groups and ``zero_grad`` are the optimizer's. Made by
+    :func:`loss_scaling`."""
+
+    def __init__(
+        self, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler
+    ) -> None:
+        self.optimizer, self.scaler = optimizer, scaler
+        self.param_groups = optimizer.param_groups
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.optimizer.zero_grad(set_to_none=set_to_none)
+
+    def step(self) -> None:
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+
+
+def loss_scaling(
+    objective: Callable[..., Loss],
+    optimizer: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler,
+) -> tuple[Callable[..., Loss], ScaledOptimizer]:
+    """float16's loss scaling: an objective whose total is multiplied by the scaler's
+    factor (so that small gradients survive in float16; its terms stay as they were)
+    and an optimizer that divides the gradients by it before stepping."""
+
+    def scaled(output: Any, *batch: torch.Tensor) -> Loss:
+        loss = objective(output, *batch)
+        return Loss(scaler.scale(loss.total), loss.terms)
+
+    return scaled, ScaledOptimizer(optimizer, scaler)

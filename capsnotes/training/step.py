@@ -6,17 +6,18 @@
     loss = objective(output, images, labels)  # margin loss + 0.0005 · SSE
     loss.total.backward()                     # gradients
     optimizer.step()                          # Adam
-    average.update(model)                     # optional moving average of the weights
 
-:func:`training_step` is that step; :class:`TrainingStep` binds it to a model, an
-optimizer, an objective, a precision and an average, so that the trainer calls
-``step(batch)``. On a GPU the trainer records this same step as a CUDA graph and replays
-it (:mod:`capsnotes.fast.graphs`).
+:func:`training_step` is that step. :class:`TrainingStep` binds it to a model, an
+optimizer and an objective, so that the trainer calls ``step(batch)``, and then updates
+the run's moving average of the weights, if it keeps one (:class:`WeightAverage`). How
+the trainer makes the same step faster wraps its parts and leaves the step as it is: a
+model whose forward pass runs in 16 bits, an objective and an optimizer that scale
+float16's loss (:mod:`capsnotes.fast.precision`); the step recorded as a CUDA graph
+(:mod:`capsnotes.fast.graphs`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -52,66 +53,39 @@ def training_step(
     optimizer: torch.optim.Optimizer,
     objective: Objective,
     batch: Sequence[Tensor],
-    *,
-    precision: torch.dtype | None = None,
-    scaler: torch.amp.GradScaler | None = None,
-    average: WeightAverage | None = None,
 ) -> dict[str, Tensor]:
     """Train ``model`` on one ``batch``: ``(images [B, C, H, W], labels, ...)``.
 
     Returns the loss terms and the number of right answers as scalar tensors, left on
-    the device (reading them would make the host wait for every step). ``precision``: a
-    16-bit dtype to run the forward pass in (None: float32); ``scaler``: fp16's loss
-    scaling (the GPU chapter).
+    the device (reading them would make the host wait for every step).
     """
     images, labels = batch[0], batch[1]
     # In place, so that every step uses the same buffers (a recorded step needs that).
     optimizer.zero_grad(set_to_none=False)
-    # the forward pass in the 16-bit precision if one is given (autocast), else float32
-    autocast = (
-        torch.autocast(images.device.type, precision, cache_enabled=False)
-        if precision is not None
-        else contextlib.nullcontext()
-    )
-    with autocast:
-        # with the labels: the decoder sees the true class
-        output = model(images, labels)
+    output = model(images, labels)  # with the labels: the decoder sees the true class
     loss = objective(output, *batch)  # computed in float32
-    if scaler is None:
-        loss.total.backward()
-        optimizer.step()
-    else:  # fp16: scale the loss so small gradients survive; skip steps that overflow
-        scaler.scale(loss.total).backward()
-        scaler.step(optimizer)
-        scaler.update()
-    if average is not None:
-        average.update(model)
+    loss.total.backward()
+    optimizer.step()
     right = (output.predictions == labels).reshape(len(labels), -1).all(dim=1)
     return {**loss.terms, "correct": right.sum()}
 
 
 class TrainingStep:
-    """``step(batch)``: :func:`training_step` with everything but the batch bound."""
+    """``step(batch)``: :func:`training_step` with everything but the batch bound, then
+    the moving average of the weights updated (if ``average`` is given)."""
 
     def __init__(
         self,
         model: nn.Module,
-        optimizer: torch.optim.Optimizer,
+        optimizer: Any,
         objective: Objective,
-        precision: torch.dtype | None = None,
-        scaler: torch.amp.GradScaler | None = None,
         average: WeightAverage | None = None,
     ) -> None:
         self.model, self.optimizer, self.objective = model, optimizer, objective
-        self.precision, self.scaler, self.average = precision, scaler, average
+        self.average = average
 
-    def __call__(self, batch: Sequence[Tensor]) -> dict[str, Any]:
-        return training_step(
-            self.model,
-            self.optimizer,
-            self.objective,
-            batch,
-            precision=self.precision,
-            scaler=self.scaler,
-            average=self.average,
-        )
+    def __call__(self, batch: Sequence[Tensor]) -> dict[str, Tensor]:
+        stats = training_step(self.model, self.optimizer, self.objective, batch)
+        if self.average is not None:
+            self.average.update(self.model)
+        return stats

@@ -42,7 +42,13 @@ from ..fast import CONVOLUTIONS, speed_up
 from ..fast.cpu import choose_cpu_implementation, cpu_matmul_rates
 from ..fast.graphs import GraphedStep
 from ..fast.plan import BF16_SPEEDUP, Plan, plan_run
-from ..fast.precision import device_capability, device_name, resolve_device
+from ..fast.precision import (
+    Autocast,
+    device_capability,
+    device_name,
+    loss_scaling,
+    resolve_device,
+)
 from .checkpoint import (
     Checkpoint,
     load_checkpoint,
@@ -199,11 +205,16 @@ def build_run(
     average = None
     if config.weight_averaging:
         average = WeightAverage(model, config.weight_averaging)
-    scaler = torch.amp.GradScaler(device.type) if plan.loss_scaling else None
+    # the parts of the step, wrapped as the plan says: the model compiled, its forward
+    # pass in 16 bits, the objective and Adam scaling float16's loss
     stepped = torch.compile(model) if plan.compile else model
-    step = TrainingStep(
-        stepped, optimizer, config.objective, plan.dtype, scaler, average
-    )
+    if plan.dtype is not None:
+        stepped = Autocast(stepped, plan.dtype)
+    objective, stepping, scaler = config.objective, optimizer, None
+    if plan.loss_scaling:
+        scaler = torch.amp.GradScaler(device.type)
+        objective, stepping = loss_scaling(objective, optimizer, scaler)
+    step = TrainingStep(stepped, stepping, objective, average)
     if plan.cuda_graph:
         step = GraphedStep(step, config.batch_size)
     return TrainingRun(config, model, optimizer, scheduler, step, plan, average, scaler)
