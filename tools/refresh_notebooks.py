@@ -135,6 +135,25 @@ def write_notebook(notebook, cells: list, source: Path, book: dict, refs: Refere
     jupytext.write(notebook, source.with_suffix(".ipynb"), fmt="ipynb")
 
 
+#: The README's figure: the output of this chapter's cell of this name, kept as a file.
+README_FIGURE = (
+    "01_why_capsules",
+    "fig-architecture",
+    BOOK / "_static" / "capsnet-architecture.svg",
+)
+
+
+def figure_output(notebook, name: str) -> str:  # noqa: ANN001
+    """The SVG the cell whose figure is named ``name`` shows."""
+    for cell in notebook.cells:
+        figure = cell.get("metadata", {}).get("mystnb", {}).get("figure", {})
+        if cell.cell_type == "code" and figure.get("name") == name:
+            for output in cell.get("outputs", []):
+                if "image/svg+xml" in output.get("data", {}):
+                    return output["data"]["image/svg+xml"]
+    raise SystemExit(f"no SVG output in the cell of figure {name}")
+
+
 def refresh(
     source: Path, commit: str, book: dict, refs: References, versions: dict[str, str]
 ) -> float:
@@ -157,6 +176,9 @@ def refresh(
     notebook.metadata.pop("language_info", None)
     notebook.metadata.pop("widgets", None)  # live widgets need a kernel, not saved state
     write_notebook(notebook, notebook.cells, source, book, refs)
+    chapter, figure, path = README_FIGURE
+    if source.stem == chapter:
+        path.write_text(figure_output(notebook, figure))
     return seconds
 
 
