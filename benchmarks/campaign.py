@@ -1,34 +1,16 @@
 """The paper's experiments, stage by stage: ``python -m benchmarks.campaign``.
 
-Stages, in order (each writes ``OUT/<stage>.json`` as soon as it finishes; a stage whose
-record exists is skipped, so the same command resumes; every training run inside a stage
-resumes from its own checkpoint too):
-
-* ``table1`` — the paper's Table 1: CapsNet with 1 and 3 routing iterations, each with
-  and without the reconstruction loss, and a baseline CNN, the same data, shifts and
-  epoch budget, several seeds each, tested on all 10,000 test digits; with the coupling
-  statistics of every trained CapsNet and a paired comparison of r = 1 and r = 3.
-* ``paper`` — the ``paper`` profile over several seeds, with and without a moving
-  average of the weights; the better variant's best run is shipped into ``OUT/weights``
-  when it beats the model that ships with the package.
-* ``multimnist`` — two overlapping digits (:mod:`capsnotes.experiments.multimnist`), trained by the
-  same trainer with fresh pairs every epoch and tested on one pair per test digit; the
-  model is shipped into ``OUT/weights``.
-* ``multimnist_controls`` — MultiMNIST with its controls: CapsNet with r = 1 and r = 3
-  (both with the reconstruction loss, as the paper's rows) and a baseline CNN, the same
-  pairs, epochs and schedule, several seeds each, tested on the same pairs, with paired
-  counts of the pairs one row reads and the other does not.
-* ``affine40`` — trained on MNIST placed at random on a 40×40 canvas, tested on
-  affine-warped digits on that canvas (:mod:`capsnotes.experiments.affine`), CapsNet against the
-  paper's baseline CNN.
-* ``fashion`` — the ``paper`` profile on Fashion-MNIST, shipped into ``OUT/weights``
-  when it beats the CPU-trained model of the package.
-* ``speed`` — capsnotes against the straightforward baseline (:mod:`benchmarks.compare`).
+The stages are the rows of :data:`STAGE_TABLE`, in the order they run: what each runs,
+the datasets it reads and the model it ships (``--help`` lists them). Each writes
+``OUT/<stage>.json`` as soon as it finishes; a stage whose record exists is skipped, so
+the same command resumes; every training run inside a stage resumes from its own
+checkpoint too (``OUT/runs/<stage>/...``).
 
 Two scales (``--scale``): ``full``, the paper's model and data for a GPU, and ``cpu``,
-``table1`` and ``multimnist`` narrowed to fit the 2-core CPU that builds the book (the
-reasons are in :data:`SCALES`). ``--smoke`` runs the chosen scale's stages on tiny
-subsets with tiny models, in a minute or two on any machine (the tests run it).
+``table1``, ``multimnist`` and ``multimnist_controls`` narrowed to fit the 2-core CPU that
+builds the book (the reasons are in :data:`SCALES`). ``--smoke`` runs the chosen scale's
+stages on tiny subsets with tiny models, in a minute or two on any machine (the tests run
+it).
 
 The campaign orders runs and writes records; every run is trained by
 :func:`capsnotes.training.train.train`, which computes as :func:`capsnotes.training.train.plan_for`
@@ -43,8 +25,9 @@ import shlex
 import statistics
 import subprocess
 import sys
+import textwrap
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,16 +57,6 @@ from capsnotes.training.evaluation import evaluate
 from capsnotes.training.pretrained import load_pretrained
 from capsnotes.training.train import plan_for, train
 from tools.ship_pretrained import save_pretrained
-
-STAGES = (
-    "table1",
-    "paper",
-    "multimnist",
-    "multimnist_controls",
-    "affine40",
-    "fashion",
-    "speed",
-)
 
 #: The paper's Table 1 (test error in %, mean ± standard deviation over three trials
 #: where it gives one) and its MultiMNIST errors.
@@ -134,70 +107,6 @@ class Budget:
     #: ship whatever the accuracy (--smoke: to exercise the step)
     always_ship: bool = False
     compare_steps: int | None = None
-
-
-FULL = Budget(
-    name="full",
-    stages=STAGES,
-    reason="the paper's model, all 60,000 training digits, for a GPU",
-)
-
-#: The CPU scale, chosen by measurement on the 2-core AMD EPYC (Zen 5) that builds the
-#: book (benchmarks/results/cpu-amd-zen5-2core-widths.json): see ``reason``.
-CPU = Budget(
-    name="cpu",
-    stages=("table1", "multimnist", "multimnist_controls"),
-    reason=(
-        "the paper's model trains at 394 images/s on this 2-core CPU, 2.5 minutes an "
-        "epoch: Table 1's 15 runs at the paper's width would take 9 hours for 15 epochs. "
-        "With 64 first-layer channels and 8 primary capsule types (0.092 GFLOP per "
-        "training image against 1.20) it trains at 3,108 images/s with r = 3 and 3,443 "
-        "with r = 1, the CPU baseline CNN at 2,968: 15 epochs over all 60,000 digits, "
-        "about 70 minutes for all 15 runs. MultiMNIST's 36x36 pairs need the width: with "
-        "128 channels and 16 types (0.86 GFLOP) they train at 454 pairs/s, so 25 epochs "
-        "of 60,000 fresh pairs take about an hour. Everything else is the paper's "
-        "protocol (benchmarks/results/cpu-amd-zen5-2core-widths.json). MultiMNIST's "
-        "controls ran on a 2-core AMD EPYC Zen 3 (family 25, model 1: AVX2, no bf16 "
-        "units, so float32), one thread per run, where the 64/8 CapsNet trains at 103 "
-        "pairs/s with r = 3 and 128 with r = 1 (0.25 GFLOP per pair) and the CNN of the "
-        "cnn profile on the 36x36 canvas at 310 (0.16 GFLOP, 1.9M parameters against the "
-        "CapsNet's 3.3M): 8 epochs of 30,000 fresh pairs, three seeds of each row, take "
-        "about 4.1 hours of one core, plus the tests"
-    ),
-    capsnet={"conv_channels": 64, "primary_channels": 8},
-    table1_cnn_profile="cnn",
-    table1_run={"epochs": 15, "lr_decay": 0.85},
-    multimnist_capsnet={"conv_channels": 128, "primary_channels": 16},
-    multimnist_run={"epochs": 25, "train_size": 60_000, "lr_decay": 0.95},
-    controls_capsnet={"conv_channels": 64, "primary_channels": 8},
-    controls_run={"epochs": 8, "train_size": 30_000, "lr_decay": 0.95},
-)
-
-SCALES = {"full": FULL, "cpu": CPU}
-
-
-def smoke(budget: Budget) -> Budget:
-    """The stages of ``budget`` on tiny subsets with tiny models: a check, not a result."""
-    tiny_capsnet = {"conv_channels": 8, "primary_channels": 2, "decoder_hidden": (16, 32)}
-    return dataclasses.replace(
-        budget,
-        name=f"{budget.name}, smoke",
-        seeds=(0,),
-        capsnet=tiny_capsnet,
-        cnn={"channels": (8, 8, 4), "hidden": (16, 8)},
-        table1_run={"epochs": 1, "batch_size": 32, "train_size": 96, "test_size": 200},
-        multimnist_capsnet=tiny_capsnet,
-        multimnist_run={"epochs": 1, "batch_size": 32, "train_size": 96},
-        controls_capsnet=tiny_capsnet,
-        controls_cnn={"channels": (8, 8, 4), "hidden": (16, 8)},
-        controls_run={"epochs": 1, "batch_size": 32, "train_size": 96},
-        affine40_epochs=1,
-        affine40_test=500,
-        overrides={"epochs": 1, "batch_size": 32, "train_size": 96, "test_size": 200},
-        ship_tolerance=0.2,
-        always_ship=True,
-        compare_steps=1,
-    )
 
 
 @dataclass
@@ -279,6 +188,105 @@ def source_commit() -> str | None:
     return result.stdout.strip()
 
 
+@dataclass(frozen=True)
+class Arm:
+    """A row of a stage trained once per seed: profile ``profile`` with the model fields
+    ``model`` and the training fields ``changes`` (on top of the stage's own), its runs in
+    ``OUT/runs/<stage>/<folder>-seed<N>``, and the fields that describe it in the record."""
+
+    key: str
+    folder: str
+    profile: str
+    model: dict[str, Any]
+    changes: dict[str, Any] = dataclasses.field(default_factory=dict)
+    described: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Trained:
+    """One finished run of an :class:`Arm`."""
+
+    arm: Arm
+    seed: int
+    folder: str
+    config: TrainConfig
+    history: dict[str, Any]
+
+
+def _runs(
+    c: Campaign,
+    stage: str,
+    arms: Sequence[Arm],
+    run: dict[str, Any],
+    *,
+    seed_major: bool = False,
+    checkpoint_every: int = 25,
+) -> Iterator[Trained]:
+    """Train every arm once per seed of the budget, with the training fields ``run``: arm
+    by arm, or with ``seed_major`` seed by seed (so that a partial campaign has whole
+    seeds)."""
+    seeds = c.budget.seeds
+    if seed_major:
+        order = [(arm, seed) for seed in seeds for arm in arms]
+    else:
+        order = [(arm, seed) for arm in arms for seed in seeds]
+    for arm, seed in order:
+        config = c.config(arm.profile, arm.model, seed=seed, **(run | arm.changes))
+        folder = f"{stage}/{arm.folder}-seed{seed}"
+        yield Trained(arm, seed, folder, config, c.train(config, folder, checkpoint_every))
+
+
+def _seeded_rows(
+    c: Campaign,
+    stage: str,
+    arms: Sequence[Arm],
+    run: dict[str, Any],
+    per_seed: tuple[str, ...],
+    read: Callable[[Trained], dict[str, Any]],
+    **order: Any,
+) -> list[dict[str, Any]]:
+    """A record row per arm, trained as :func:`_runs` trains them: its ``key`` and
+    ``described`` fields, its ``seeds``, a list per name in ``per_seed`` of what ``read``
+    says of each run, the rest of what ``read`` says of the arm's last run, and the
+    spread of its ``test_errors``."""
+    rows = {
+        arm.key: {"key": arm.key} | arm.described | {name: [] for name in ("seeds", *per_seed)}
+        for arm in arms
+    }
+    for trained in _runs(c, stage, arms, run, **order):
+        row = rows[trained.arm.key]
+        row["seeds"].append(trained.seed)
+        for name, value in read(trained).items():
+            if name in per_seed:
+                row[name].append(value)
+            else:
+                row[name] = value
+    for row in rows.values():
+        row["test_error"] = _spread(row["test_errors"])
+    return list(rows.values())
+
+
+def _measured(history: dict[str, Any], rate: str = "images_per_second") -> dict[str, Any]:
+    """What every run's history says of it: its test error, its wall time, its mean
+    training rate (named ``rate``), and what the trainer chose for it (precision,
+    convolution, ...) by timing."""
+    return {
+        "test_errors": 1 - history["test_accuracy"],
+        "wall_seconds": history["wall_seconds"],
+        rate: statistics.fmean(e["images_per_second"] for e in history["epochs"]),
+        "implementations": history["session_details"][-1],
+    }
+
+
+def _train_config(config: TrainConfig) -> dict[str, Any]:
+    """The run's training fields (its model's are recorded apart)."""
+    return {k: v for k, v in config.to_dict().items() if k != "model"}
+
+
+def _parameters(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
 def _spread(values: list[float]) -> dict[str, float]:
     return {
         "mean": statistics.fmean(values),
@@ -298,64 +306,63 @@ def _routing(model: torch.nn.Module, test_set: Any) -> dict[str, Any]:
     }
 
 
+def _table1_arms(b: Budget) -> list[Arm]:
+    """Table 1's rows: CapsNet with r = 1 and r = 3, each without and with the
+    reconstruction loss, and the baseline CNN."""
+
+    def arm(
+        key: str,
+        kind: str,
+        routing: int | None,
+        reconstruction: bool | None,
+        profile_name: str,
+        changes: dict[str, Any],
+        model: dict[str, Any],
+    ) -> Arm:
+        described = {
+            "model": kind,
+            "routing_iterations": routing,
+            "reconstruction": reconstruction,
+            "profile": profile_name,
+            "changes": changes,
+            "model_changes": model,
+        }
+        folder = key.replace(", ", "-").replace("=", "").replace(" ", "-")
+        return Arm(key, folder, profile_name, model, changes, described)
+
+    capsnets = [
+        arm(
+            f"r={routing}, {'reconstruction' if recon else 'no reconstruction'}",
+            "capsnet",
+            routing,
+            recon,
+            "paper",
+            {"reconstruction_weight": 0.0005 if recon else 0.0},
+            b.capsnet | {"routing_iterations": routing},
+        )
+        for routing in (1, 3)
+        for recon in (False, True)
+    ]
+    return [*capsnets, arm("baseline", "cnn", None, None, b.table1_cnn_profile, {}, b.cnn)]
+
+
 def _table1(c: Campaign) -> dict[str, Any]:
     test_set = load_dataset("mnist", False, c.data_root)
-    variants = [(r, recon) for r in (1, 3) for recon in (False, True)]
-    rows: list[dict[str, Any]] = []
-    for routing, reconstruction in variants:
-        key = f"r={routing}, {'reconstruction' if reconstruction else 'no reconstruction'}"
-        rows.append(
-            {
-                "key": key,
-                "model": "capsnet",
-                "routing_iterations": routing,
-                "reconstruction": reconstruction,
-                "profile": "paper",
-                "changes": {"reconstruction_weight": 0.0005 if reconstruction else 0.0},
-                "model_changes": c.budget.capsnet | {"routing_iterations": routing},
-            }
-        )
-    rows.append(
-        {
-            "key": "baseline",
-            "model": "cnn",
-            "routing_iterations": None,
-            "reconstruction": None,
-            "profile": c.budget.table1_cnn_profile,
-            "changes": {},
-            "model_changes": c.budget.cnn,
+
+    def read(run: Trained) -> dict[str, Any]:
+        tested = test_set.subset(run.config.test_size, seed=0)  # as the trainer tests
+        model = c.load_model(run.folder, run.config)
+        capsnet = run.arm.described["model"] == "capsnet"
+        return _measured(run.history) | {
+            **({"routing": _routing(model, tested)} if capsnet else {}),
+            "model_config": dataclasses.asdict(run.config.model),
+            "test_count": len(tested),
+            "train_config": _train_config(run.config),
+            "parameters": _parameters(model),
         }
-    )
-    for row in rows:
-        row["seeds"], row["test_errors"], row["wall_seconds"] = [], [], []
-        row["images_per_second"], row["routing"], row["implementations"] = [], [], []
-        for seed in c.budget.seeds:
-            config = c.config(
-                row["profile"],
-                row["model_changes"],
-                seed=seed,
-                **(c.budget.table1_run | row["changes"]),
-            )
-            tested = test_set.subset(config.test_size, seed=0)  # as the trainer tests
-            row["model_config"] = dataclasses.asdict(config.model)
-            slug = row["key"].replace(", ", "-").replace("=", "").replace(" ", "-")
-            folder = f"table1/{slug}-seed{seed}"
-            history = c.train(config, folder)
-            row["seeds"].append(seed)
-            row["test_errors"].append(1 - history["test_accuracy"])
-            row["wall_seconds"].append(history["wall_seconds"])
-            row["images_per_second"].append(
-                statistics.fmean(e["images_per_second"] for e in history["epochs"])
-            )
-            # what the trainer chose for this run (precision, convolution, ...), by timing
-            row["implementations"].append(history["session_details"][-1])
-            row["test_count"] = len(tested)
-            row["train_config"] = {k: v for k, v in config.to_dict().items() if k != "model"}
-            model = c.load_model(folder, config)
-            row["parameters"] = sum(p.numel() for p in model.parameters())
-            if row["model"] == "capsnet":
-                row["routing"].append(_routing(model, tested))
-        row |= {"test_error": _spread(row["test_errors"])}
+
+    per_seed = ("test_errors", "wall_seconds", "images_per_second", "routing", "implementations")
+    rows = _seeded_rows(c, "table1", _table1_arms(c.budget), c.budget.table1_run, per_seed, read)
     by_key = {row["key"]: row for row in rows}
     paired = {}
     for recon in ("no reconstruction", "reconstruction"):
@@ -415,12 +422,20 @@ def _multimnist(c: Campaign) -> dict[str, Any]:
     }
 
 
-#: MultiMNIST's rows: the profile, the model's changes and the folder name of each
-CONTROL_ROWS = {
-    "r=3": ("multimnist", {"routing_iterations": 3}, "r3"),
-    "r=1": ("multimnist", {"routing_iterations": 1}, "r1"),
-    "baseline": ("multimnist-cnn", {}, "cnn"),
-}
+def _controls_arms(b: Budget) -> list[Arm]:
+    """MultiMNIST's rows: CapsNet with r = 3 and r = 1 (both with the reconstruction loss
+    of the multimnist profile) and the baseline CNN for pairs, all on the pairs' canvas."""
+    canvas = {"image_size": CANVAS}
+    return [
+        Arm("r=3", "r3", "multimnist", b.controls_capsnet | {"routing_iterations": 3} | canvas),
+        Arm("r=1", "r1", "multimnist", b.controls_capsnet | {"routing_iterations": 1} | canvas),
+        Arm("baseline", "cnn", "multimnist-cnn", b.controls_cnn | canvas),
+    ]
+
+
+#: The controls' paired comparisons (first, second), and each row's line in the paper
+CONTROL_PAIRS = (("r=3", "r=1"), ("r=3", "baseline"), ("r=1", "baseline"))
+CONTROL_PAPER_ROWS = {"r=3": "r=3, reconstruction", "r=1": "r=1, reconstruction"}
 
 
 def _pairs_read(c: Campaign, folder: str, config: TrainConfig) -> torch.Tensor:
@@ -431,65 +446,68 @@ def _pairs_read(c: Campaign, folder: str, config: TrainConfig) -> torch.Tensor:
     return both_right(predictions, test_pairs.labels.cpu())
 
 
+def _paired_counts(a: torch.Tensor, b: torch.Tensor) -> dict[str, Any]:
+    """The pairs the first run reads and the second does not, and the other way."""
+    only_first, only_second = int((a & ~b).sum()), int((b & ~a).sum())
+    return {
+        "only_first": only_first,
+        "only_second": only_second,
+        "first_minus_second_error": (only_second - only_first) / len(a),
+    }
+
+
 def _multimnist_controls(c: Campaign) -> dict[str, Any]:
-    rows: dict[str, dict[str, Any]] = {key: {"key": key, "seeds": []} for key in CONTROL_ROWS}
-    read: dict[str, list[torch.Tensor]] = {key: [] for key in CONTROL_ROWS}
-    for seed in c.budget.seeds:  # seed by seed, so that a partial campaign has whole seeds
-        for key, (name, changes, slug) in CONTROL_ROWS.items():
-            sizes = c.budget.controls_cnn if name == "multimnist-cnn" else c.budget.controls_capsnet
-            config = c.config(
-                name,
-                sizes | changes | {"image_size": CANVAS},
-                max_shift=MAX_SHIFT,
-                test_size=None,
-                seed=seed,
-                **c.budget.controls_run,
-            )
-            folder = f"multimnist_controls/{slug}-seed{seed}"
-            history = c.train(config, folder, checkpoint_every=1)  # resumable epoch by epoch
-            right = _pairs_read(c, folder, config)
-            read[key].append(right)
-            row = rows[key]
-            row["seeds"].append(seed)
-            for field_name, value in (
-                ("test_errors", 1 - history["test_accuracy"]),
-                ("test_errors_per_epoch", [1 - e["test_accuracy"] for e in history["epochs"]]),
-                ("wall_seconds", history["wall_seconds"]),
-                (
-                    "pairs_per_second",
-                    statistics.fmean(e["images_per_second"] for e in history["epochs"]),
-                ),
-                ("implementations", history["session_details"][-1]),
-                # the pairs read wrong, as a bit per pair (hex, pair 0 the lowest bit)
-                ("wrong_pairs_hex", hex(sum(1 << int(i) for i in (~right).nonzero()))),
-            ):
-                row.setdefault(field_name, []).append(value)
-            row["architecture"] = config.architecture
-            row["model_config"] = dataclasses.asdict(config.model)
-            row["train_config"] = {k: v for k, v in config.to_dict().items() if k != "model"}
-            row["parameters"] = sum(p.numel() for p in build_model(config).parameters())
-            row["test_count"] = len(right)
-            # the trainer's count and this one's agree (both digits right)
-            assert abs((1 - right.float().mean().item()) - row["test_errors"][-1]) < 1e-9
-    for row in rows.values():
-        row["test_error"] = _spread(row["test_errors"])
+    read_right: dict[str, list[torch.Tensor]] = {}
+
+    def read(run: Trained) -> dict[str, Any]:
+        right = _pairs_read(c, run.folder, run.config)
+        read_right.setdefault(run.arm.key, []).append(right)
+        measured = _measured(run.history, rate="pairs_per_second")
+        # the errors and the paired counts come from one reading of the test pairs, by
+        # the paper's code; the trainer tested with its fast code, whose rounding can
+        # flip a pair or two: its count is kept beside
+        trainer = measured.pop("test_errors")
+        return measured | {
+            "test_errors": 1 - right.float().mean().item(),
+            "trainer_test_errors": trainer,
+            "test_errors_per_epoch": [1 - e["test_accuracy"] for e in run.history["epochs"]],
+            # the pairs read wrong, as a bit per pair (hex, pair 0 the lowest bit)
+            "wrong_pairs_hex": hex(sum(1 << int(i) for i in (~right).nonzero())),
+            "architecture": run.config.architecture,
+            "model_config": dataclasses.asdict(run.config.model),
+            "train_config": _train_config(run.config),
+            "parameters": _parameters(build_model(run.config)),
+            "test_count": len(right),
+        }
+
+    per_seed = (
+        "test_errors",
+        "trainer_test_errors",
+        "test_errors_per_epoch",
+        "wall_seconds",
+        "pairs_per_second",
+        "implementations",
+        "wrong_pairs_hex",
+    )
+    run = {"max_shift": MAX_SHIFT, "test_size": None} | c.budget.controls_run
+    arms = _controls_arms(c.budget)
+    # seed by seed, so that a partial campaign has whole seeds; resumable epoch by epoch
+    rows = _seeded_rows(
+        c, "multimnist_controls", arms, run, per_seed, read, seed_major=True, checkpoint_every=1
+    )
     paired = {}
-    for first, second in (("r=3", "r=1"), ("r=3", "baseline"), ("r=1", "baseline")):
-        per_seed = [
-            {
-                # pairs the first row reads and the second does not, and the other way
-                "only_first": int((a & ~b).sum()),
-                "only_second": int((b & ~a).sum()),
-                "first_minus_second_error": int((b & ~a).sum() - (a & ~b).sum()) / len(a),
-            }
-            for a, b in zip(read[first], read[second], strict=True)
+    for first, second in CONTROL_PAIRS:
+        per_seed_counts = [
+            _paired_counts(a, b) for a, b in zip(read_right[first], read_right[second], strict=True)
         ]
         paired[f"{first} vs {second}"] = {
-            "per_seed": per_seed,
-            "first_minus_second_error": _spread([p["first_minus_second_error"] for p in per_seed]),
+            "per_seed": per_seed_counts,
+            "first_minus_second_error": _spread(
+                [p["first_minus_second_error"] for p in per_seed_counts]
+            ),
         }
     return {
-        "rows": list(rows.values()),
+        "rows": rows,
         "paired": paired,
         "pairs": {
             "canvas": CANVAS,
@@ -498,21 +516,20 @@ def _multimnist_controls(c: Campaign) -> dict[str, Any]:
             "test_seed": TEST_PAIRS_SEED,
         },
         "paper_test_error_percent": {
-            key: PAPER_TABLE1[paper_key]["multimnist"]
-            for key, paper_key in (
-                ("r=3", "r=3, reconstruction"),
-                ("r=1", "r=1, reconstruction"),
-                ("baseline", "baseline"),
-            )
+            arm.key: PAPER_TABLE1[CONTROL_PAPER_ROWS.get(arm.key, arm.key)]["multimnist"]
+            for arm in arms
         },
     }
 
 
-def _ship(c: Campaign, name: str, folder: str, accuracy_to_beat: float, best: float) -> dict:
-    """Ship the run in ``folder`` as ``OUT/weights/<name>`` if it beats the shipped one
-    (in --smoke always, to exercise the step)."""
-    if not (c.budget.always_ship or best > accuracy_to_beat):
-        return {"shipped": False, "reason": f"{best:.4f} does not beat {accuracy_to_beat:.4f}"}
+def _ship(c: Campaign, name: str, folder: str, accuracy: float) -> dict[str, Any]:
+    """Ship the run in ``folder`` as ``OUT/weights/<name>`` if its test ``accuracy`` beats
+    the model ``name`` that ships with the package (in --smoke always, to exercise the
+    step)."""
+    _, shipped = load_pretrained(name)
+    to_beat = shipped["shipped"]["test_accuracy"]
+    if not (c.budget.always_ship or accuracy > to_beat):
+        return {"shipped": False, "reason": f"{accuracy:.4f} does not beat {to_beat:.4f}"}
     record = save_pretrained(
         c.runs / folder,
         name,
@@ -529,34 +546,46 @@ def _ship(c: Campaign, name: str, folder: str, accuracy_to_beat: float, best: fl
 
 
 def _paper(c: Campaign) -> dict[str, Any]:
-    variants = {"no averaging": 0.0, "averaging 0.9995": 0.9995}
-    results, runs = {}, {}
-    for variant, decay in variants.items():
-        histories = []
-        for seed in c.budget.seeds:
-            folder = f"paper/{'ema' if decay else 'plain'}-seed{seed}"
-            config = c.config(
-                "paper", c.budget.capsnet, seed=seed, weight_averaging=decay, test_size=None
-            )
-            histories.append(c.train(config, folder))
-            runs[folder] = histories[-1]["test_accuracy"]
+    tested_on_all = {"test_size": None}
+    arms = [
+        Arm(key, folder, "paper", c.budget.capsnet, {"weight_averaging": decay})
+        for key, folder, decay in (
+            ("no averaging", "plain", 0.0),
+            ("averaging 0.9995", "ema", 0.9995),
+        )
+    ]
+    runs = list(_runs(c, "paper", arms, tested_on_all))
+    results = {}
+    for arm in arms:
+        histories = [run.history for run in runs if run.arm is arm]
         accuracies = [h["test_accuracy"] for h in histories]
-        results[variant] = {
+        results[arm.key] = {
             "test_accuracies": accuracies,
             **_spread(accuracies),
             "wall_seconds": [h["wall_seconds"] for h in histories],
         }
     better = max(results, key=lambda v: results[v]["mean"])
-    prefix = f"paper/{'ema' if variants[better] else 'plain'}-"
-    best_run = max((f for f in runs if f.startswith(prefix)), key=runs.get)
-    _, shipped = load_pretrained("mnist")
-    ship = _ship(c, "mnist", best_run, shipped["shipped"]["test_accuracy"], runs[best_run])
+    best = max(
+        (run for run in runs if run.arm.key == better), key=lambda r: r.history["test_accuracy"]
+    )
+    best_accuracy = best.history["test_accuracy"]
     return {
         "variants": results,
         "better_variant": better,
-        "best_run": best_run,
-        "best_test_accuracy": runs[best_run],
-        "ship": ship,
+        "best_run": best.folder,
+        "best_test_accuracy": best_accuracy,
+        "ship": _ship(c, "mnist", best.folder, best_accuracy),
+    }
+
+
+def _fashion(c: Campaign) -> dict[str, Any]:
+    config = c.config("paper", c.budget.capsnet, dataset="fashion-mnist", test_size=None)
+    history = c.train(config, "fashion/seed0")
+    return {
+        "test_accuracy": history["test_accuracy"],
+        "epochs": len(history["epochs"]),
+        "wall_seconds": history["wall_seconds"],
+        "ship": _ship(c, "fashion-mnist", "fashion/seed0", history["test_accuracy"]),
     }
 
 
@@ -595,25 +624,6 @@ def _affine40(c: Campaign) -> dict[str, Any]:
     }
 
 
-def _fashion(c: Campaign) -> dict[str, Any]:
-    config = c.config("paper", c.budget.capsnet, dataset="fashion-mnist", test_size=None)
-    history = c.train(config, "fashion/seed0")
-    _, shipped = load_pretrained("fashion-mnist")
-    ship = _ship(
-        c,
-        "fashion-mnist",
-        "fashion/seed0",
-        shipped["shipped"]["test_accuracy"],
-        history["test_accuracy"],
-    )
-    return {
-        "test_accuracy": history["test_accuracy"],
-        "epochs": len(history["epochs"]),
-        "wall_seconds": history["wall_seconds"],
-        "ship": ship,
-    }
-
-
 def _speed(c: Campaign) -> dict[str, Any]:
     from benchmarks.compare import compare, matmul_peak
 
@@ -637,34 +647,159 @@ def _speed(c: Campaign) -> dict[str, Any]:
     }
 
 
-STAGE_FUNCTIONS: dict[str, Callable[[Campaign], dict[str, Any]]] = {
-    "table1": _table1,
-    "paper": _paper,
-    "multimnist": _multimnist,
-    "multimnist_controls": _multimnist_controls,
-    "affine40": _affine40,
-    "fashion": _fashion,
-    "speed": _speed,
-}
-#: the datasets each stage reads
-NEEDS = {"fashion": ("fashion-mnist",)}
+@dataclass(frozen=True)
+class Stage:
+    """A row of :data:`STAGE_TABLE`: what the stage runs (its record is what ``run``
+    returns), the datasets it reads, and the model it ships into ``OUT/weights``: always,
+    or with ``if_better`` only when it beats the one that ships with the package."""
+
+    name: str
+    run: Callable[[Campaign], dict[str, Any]]
+    about: str
+    needs: tuple[str, ...] = ("mnist",)
+    ships: str | None = None
+    if_better: bool = False
+
+    def __post_init__(self) -> None:
+        if self.if_better and not self.ships:
+            raise ValueError(f"stage {self.name} ships if better, but names no model")
+
+
+#: The campaign's stages, in the order they run.
+STAGE_TABLE = (
+    Stage(
+        "table1",
+        _table1,
+        "the paper's Table 1: CapsNet with 1 and 3 routing iterations, each with and without "
+        "the reconstruction loss, and a baseline CNN, the same data, shifts and epoch budget, "
+        "several seeds each, tested on all 10,000 test digits; with the coupling statistics "
+        "of every trained CapsNet and a paired comparison of r = 1 and r = 3",
+    ),
+    Stage(
+        "paper",
+        _paper,
+        "the paper profile over several seeds, with and without a moving average of the "
+        "weights; the better variant's best run is shipped",
+        ships="mnist",
+        if_better=True,
+    ),
+    Stage(
+        "multimnist",
+        _multimnist,
+        "two overlapping digits (capsnotes.experiments.multimnist), trained by the same "
+        "trainer with fresh pairs every epoch and tested on one pair per test digit",
+        ships="multimnist",
+    ),
+    Stage(
+        "multimnist_controls",
+        _multimnist_controls,
+        "MultiMNIST with its controls: CapsNet with r = 1 and r = 3 (both with the "
+        "reconstruction loss, as the paper's rows) and a baseline CNN, the same pairs, epochs "
+        "and schedule, several seeds each (trained seed by seed), tested on the same pairs, "
+        "with paired counts of the pairs one row reads and the other does not",
+    ),
+    Stage(
+        "affine40",
+        _affine40,
+        "trained on MNIST placed at random on a 40x40 canvas, tested on affine-warped digits "
+        "on that canvas (capsnotes.experiments.affine), CapsNet against the paper's baseline CNN",
+    ),
+    Stage(
+        "fashion",
+        _fashion,
+        "the paper profile on Fashion-MNIST",
+        needs=("fashion-mnist",),
+        ships="fashion-mnist",
+        if_better=True,
+    ),
+    Stage(
+        "speed",
+        _speed,
+        "capsnotes against the straightforward baseline, timed by benchmarks.compare",
+    ),
+)
+STAGES = tuple(stage.name for stage in STAGE_TABLE)
+STAGE_BY_NAME = {stage.name: stage for stage in STAGE_TABLE}
+
+
+FULL = Budget(
+    name="full",
+    stages=STAGES,
+    reason="the paper's model, all 60,000 training digits, for a GPU",
+)
+
+#: The CPU scale, chosen by measurement on the 2-core AMD EPYC (Zen 5) that builds the
+#: book (benchmarks/results/cpu-amd-zen5-2core-widths.json): see ``reason``.
+CPU = Budget(
+    name="cpu",
+    stages=("table1", "multimnist", "multimnist_controls"),
+    reason=(
+        "the paper's model trains at 394 images/s on this 2-core CPU, 2.5 minutes an "
+        "epoch: Table 1's 15 runs at the paper's width would take 9 hours for 15 epochs. "
+        "With 64 first-layer channels and 8 primary capsule types (0.092 GFLOP per "
+        "training image against 1.20) it trains at 3,108 images/s with r = 3 and 3,443 "
+        "with r = 1, the CPU baseline CNN at 2,968: 15 epochs over all 60,000 digits, "
+        "about 70 minutes for all 15 runs. MultiMNIST's 36x36 pairs need the width: with "
+        "128 channels and 16 types (0.86 GFLOP) they train at 454 pairs/s, so 25 epochs "
+        "of 60,000 fresh pairs take about an hour. Everything else is the paper's "
+        "protocol (benchmarks/results/cpu-amd-zen5-2core-widths.json). MultiMNIST's "
+        "controls ran on a 2-core AMD EPYC Zen 3 (family 25, model 1: AVX2, no bf16 "
+        "units, so float32), one thread per run, where the 64/8 CapsNet trains at 103 "
+        "pairs/s with r = 3 and 128 with r = 1 (0.25 GFLOP per pair) and the CNN of the "
+        "cnn profile on the 36x36 canvas at 310 (0.16 GFLOP, 1.9M parameters against the "
+        "CapsNet's 3.3M): 8 epochs of 30,000 fresh pairs, three seeds of each row, take "
+        "about 4.1 hours of one core, plus the tests"
+    ),
+    capsnet={"conv_channels": 64, "primary_channels": 8},
+    table1_cnn_profile="cnn",
+    table1_run={"epochs": 15, "lr_decay": 0.85},
+    multimnist_capsnet={"conv_channels": 128, "primary_channels": 16},
+    multimnist_run={"epochs": 25, "train_size": 60_000, "lr_decay": 0.95},
+    controls_capsnet={"conv_channels": 64, "primary_channels": 8},
+    controls_run={"epochs": 8, "train_size": 30_000, "lr_decay": 0.95},
+)
+
+SCALES = {"full": FULL, "cpu": CPU}
+
+
+def smoke(budget: Budget) -> Budget:
+    """The stages of ``budget`` on tiny subsets with tiny models: a check, not a result."""
+    tiny_capsnet = {"conv_channels": 8, "primary_channels": 2, "decoder_hidden": (16, 32)}
+    return dataclasses.replace(
+        budget,
+        name=f"{budget.name}, smoke",
+        seeds=(0,),
+        capsnet=tiny_capsnet,
+        cnn={"channels": (8, 8, 4), "hidden": (16, 8)},
+        table1_run={"epochs": 1, "batch_size": 32, "train_size": 96, "test_size": 200},
+        multimnist_capsnet=tiny_capsnet,
+        multimnist_run={"epochs": 1, "batch_size": 32, "train_size": 96},
+        controls_capsnet=tiny_capsnet,
+        controls_cnn={"channels": (8, 8, 4), "hidden": (16, 8)},
+        controls_run={"epochs": 1, "batch_size": 32, "train_size": 96},
+        affine40_epochs=1,
+        affine40_test=500,
+        overrides={"epochs": 1, "batch_size": 32, "train_size": 96, "test_size": 200},
+        ship_tolerance=0.2,
+        always_ship=True,
+        compare_steps=1,
+    )
 
 
 def preflight(stages: list[str], data_root: str | Path | None, out: Path) -> None:
     """Fail now, before any training, on what would fail later: a missing dataset, an
-    output folder that cannot be written, a shipped model that cannot be read."""
-    for stage in stages:
-        for name in ("mnist", *NEEDS.get(stage, ())):
-            load_dataset(name, True, data_root, download=False)
-            load_dataset(name, False, data_root, download=False)
+    output folder that cannot be written, a shipped model to beat that cannot be read."""
+    rows = [STAGE_BY_NAME[name] for name in stages]
+    for name in dict.fromkeys(need for row in rows for need in row.needs):
+        load_dataset(name, True, data_root, download=False)
+        load_dataset(name, False, data_root, download=False)
     out.mkdir(parents=True, exist_ok=True)
     probe = out / ".writable"
     probe.write_text("")
     probe.unlink()
-    if "paper" in stages:
-        load_pretrained("mnist")
-    if "fashion" in stages:
-        load_pretrained("fashion-mnist")
+    for row in rows:
+        if row.if_better and row.ships:
+            load_pretrained(row.ships)
 
 
 def stages_to_run(scale: str, stages: list[str] | None) -> list[str]:
@@ -717,11 +852,30 @@ def run_campaign(
         if (out / f"{stage}.json").exists():
             continue
         started = time.perf_counter()
-        values = STAGE_FUNCTIONS[stage](campaign)
+        values = STAGE_BY_NAME[stage].run(campaign)
         values["stage_seconds"] = time.perf_counter() - started
         values["smoke"] = smoke_run
         records[stage] = campaign.record(stage, values)
     return records
+
+
+def _epilog() -> str:
+    """``--help``'s list of the stages, from the table, and of the scales."""
+
+    def item(text: str) -> str:
+        return textwrap.fill(text, 88, initial_indent="  ", subsequent_indent="      ")
+
+    lines = ["stages, in order (each writes OUT/<stage>.json):"]
+    for stage in STAGE_TABLE:
+        facts = ["reads " + ", ".join(stage.needs)]
+        if stage.ships:
+            better = " if it beats the package's" if stage.if_better else ""
+            facts.append(f"ships OUT/weights/{stage.ships}{better}")
+        scales = [name for name, budget in SCALES.items() if stage.name in budget.stages]
+        facts.append("scales: " + ", ".join(scales))
+        lines.append(item(f"{stage.name}: {stage.about} ({'; '.join(facts)})"))
+    lines += ["", "scales:", *(item(f"{name}: {b.reason}") for name, b in SCALES.items())]
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -729,7 +883,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.campaign",
         description=__doc__.split("\n\n")[0],
-        epilog="scales:\n" + "\n".join(f"  {name}: {b.reason}" for name, b in SCALES.items()),
+        epilog=_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--out", required=True, metavar="DIR", help="records and weights")

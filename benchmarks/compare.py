@@ -362,7 +362,27 @@ def print_table(rows: dict, device: str) -> None:
         )
 
 
-def main(argv: list[str] | None = None) -> int:
+@dataclass(frozen=True)
+class Settings:
+    """What the command line asks for, with the device's defaults filled in."""
+
+    device: torch.device
+    batch_size: int
+    steps: int
+    rounds: int
+    warmup: int
+    root: Path
+    ablation: bool
+    larger_batches: tuple[int, ...]
+    compiled: bool
+    train: str | None
+    record: str | None
+    command: str
+
+
+def parse(argv: list[str] | None = None) -> Settings:
+    """The command line's settings; the batch size, steps and warm-up default by device,
+    and the larger batches and ``--compile`` apply on a GPU only."""
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.compare", description=__doc__.split("\n\n")[0]
     )
@@ -397,70 +417,66 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--record", metavar="NAME", help="write benchmarks/results/NAME.json")
     args = parser.parse_args(argv)
-
     device = resolve_device(args.device)
     on_gpu = device.type == "cuda"
-    batch_size = args.batch_size or (128 if on_gpu else 64)
-    steps = args.steps or (100 if on_gpu else 5)
-    warmup = args.warmup if args.warmup is not None else (20 if on_gpu else 2)
-    root = data_root(args.data_root)
-    name = device_name(device)
-    started = time.perf_counter()
     larger = (256, 512) if args.larger_batches is None else tuple(args.larger_batches)
-    rows = compare(
-        device,
-        batch_size,
-        steps,
-        args.rounds,
-        warmup,
-        root,
-        not args.no_ablation,
+    return Settings(
+        device=device,
+        batch_size=args.batch_size or (128 if on_gpu else 64),
+        steps=args.steps or (100 if on_gpu else 5),
+        rounds=args.rounds,
+        warmup=args.warmup if args.warmup is not None else (20 if on_gpu else 2),
+        root=data_root(args.data_root),
+        ablation=not args.no_ablation,
         larger_batches=larger if on_gpu else (),
         compiled=args.compile and on_gpu,
+        train=args.train,
+        record=args.record,
+        command="python -m benchmarks.compare " + " ".join(sys.argv[1:] if argv is None else argv),
     )
-    print(f"allocator: {allocator_setting()}")
-    print_table(rows, name)
-    if "step_seconds" in rows["capsnotes"]:
-        timed = ", ".join(f"{k} {v:.3f} s" for k, v in rows["capsnotes"]["step_seconds"].items())
-        print(
-            f"the trainer chose {rows['capsnotes']['convolution']} convolutions in "
-            f"{rows['capsnotes']['precision']} ({timed})"
-        )
-    peak = matmul_peak(device)
-    peak_bf16 = matmul_peak(device, torch.bfloat16) if not on_gpu else peak
-    parts = breakdown(device, batch_size, repeats=50 if device.type == "cuda" else 5, root=root)
-    flops = flops_per_image(profile("paper"))
-    achieved = flops * rows["capsnotes"]["images_per_second"] / 1e12
-    print(
-        f"\n{flops / 1e9:.3f} GFLOP per training image: {achieved:.3f} TFLOP/s achieved, "
-        f"{achieved / peak['tflops']:.1%} of the measured {peak['dtype']} matrix-multiply "
-        f"rate ({peak['tflops']:.2f} TFLOP/s)\n"
-    )
-    print_breakdown(parts)
 
-    record = {
-        "device": name,
+
+def run(settings: Settings) -> dict:
+    """The record of the comparison: every row, the device's matrix-multiply rates, the
+    achieved arithmetic rate and the step's breakdown (the training fields still None)."""
+    s, started = settings, time.perf_counter()
+    on_gpu = s.device.type == "cuda"
+    rows = compare(
+        s.device,
+        s.batch_size,
+        s.steps,
+        s.rounds,
+        s.warmup,
+        s.root,
+        s.ablation,
+        larger_batches=s.larger_batches,
+        compiled=s.compiled,
+    )
+    peak = matmul_peak(s.device)
+    peak_bf16 = matmul_peak(s.device, torch.bfloat16) if not on_gpu else peak
+    parts = breakdown(s.device, s.batch_size, repeats=50 if on_gpu else 5, root=s.root)
+    flops = flops_per_image(profile("paper"))
+    ours, plain = rows["capsnotes"], rows.get("capsnotes, reference code only")
+    return {
+        "device": device_name(s.device),
         "cpu": cpu_details() if not on_gpu else None,
         "torch": torch.__version__,
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": "python -m benchmarks.compare "
-        + " ".join(sys.argv[1:] if argv is None else argv),
+        "command": s.command,
         "allocator": allocator_setting(),
-        "plan": rows["capsnotes"]["plan"],  # as it ran: on a CPU, its timed choices
-        "batch_size": batch_size,
-        "steps_per_round": steps,
-        "rounds": args.rounds,
-        "images_per_second": rows["capsnotes"]["images_per_second"],
+        "plan": ours["plan"],  # as it ran: on a CPU, its timed choices
+        "batch_size": s.batch_size,
+        "steps_per_round": s.steps,
+        "rounds": s.rounds,
+        "images_per_second": ours["images_per_second"],
         "baseline_images_per_second": rows["baseline"]["images_per_second"],
-        "speedup_vs_baseline": rows["capsnotes"]["images_per_second"]
-        / rows["baseline"]["images_per_second"],
-        "speedup_vs_plain": rows["capsnotes"]["images_per_second"]
-        / rows["capsnotes, reference code only"]["images_per_second"]
-        if "capsnotes, reference code only" in rows
+        "speedup_vs_baseline": ours["images_per_second"] / rows["baseline"]["images_per_second"],
+        "speedup_vs_plain": ours["images_per_second"] / plain["images_per_second"]
+        if plain
         else None,
         "rows": rows,
         "flops_per_training_image": flops,
-        "achieved_tflops": achieved,
+        "achieved_tflops": flops * ours["images_per_second"] / 1e12,
         "matmul_peak": peak,
         "matmul_peak_bf16": peak_bf16,
         "breakdown": parts,
@@ -469,30 +485,78 @@ def main(argv: list[str] | None = None) -> int:
         "wall_seconds": None,
         "profile": None,
     }
-    if args.train:
-        with tempfile.TemporaryDirectory() as out:
-            result = train(profile(args.train), out, device=device, data_root=root, progress=False)
-            summary = run_summary(Path(out)) | {"folder": None}
-        history = result.history
-        record.update(
-            profile=args.train,
-            test_accuracy=history["test_accuracy"],
-            wall_seconds=history["wall_seconds"],
-            train_config=history["train_config"],
-            training_runs=[summary],  # as benchmarks.runs writes them
-            epochs=[
-                {k: v for k, v in e.items() if not k.startswith("step_")} for e in history["epochs"]
-            ],
+
+
+def run_training(settings: Settings) -> dict:
+    """The record's fields of a full training run of ``settings.train`` in this process."""
+    with tempfile.TemporaryDirectory() as out:
+        result = train(
+            profile(settings.train),
+            out,
+            device=settings.device,
+            data_root=settings.root,
+            progress=False,
         )
+        summary = run_summary(Path(out)) | {"folder": None}
+    history = result.history
+    return {
+        "profile": settings.train,
+        "test_accuracy": history["test_accuracy"],
+        "wall_seconds": history["wall_seconds"],
+        "train_config": history["train_config"],
+        "training_runs": [summary],  # as benchmarks.runs writes them
+        "epochs": [
+            {k: v for k, v in e.items() if not k.startswith("step_")} for e in history["epochs"]
+        ],
+    }
+
+
+def report(record: dict) -> None:
+    """Print the comparison of ``record``: the table, the trainer's choice on a CPU, the
+    arithmetic rate against the measured peak, and the breakdown."""
+    rows, peak, flops = record["rows"], record["matmul_peak"], record["flops_per_training_image"]
+    print(f"allocator: {record['allocator']}")
+    print_table(rows, record["device"])
+    if "step_seconds" in rows["capsnotes"]:
+        timed = ", ".join(f"{k} {v:.3f} s" for k, v in rows["capsnotes"]["step_seconds"].items())
         print(
-            f"\n{args.train} profile: test accuracy {history['test_accuracy']:.4f}, "
-            f"whole run {history['wall_seconds']:.1f} s on {name}"
+            f"the trainer chose {rows['capsnotes']['convolution']} convolutions in "
+            f"{rows['capsnotes']['precision']} ({timed})"
         )
-    if args.record:
-        RESULTS.mkdir(exist_ok=True)
-        path = RESULTS / f"{args.record}.json"
-        path.write_text(json.dumps(record, indent=1) + "\n")
-        print(f"wrote {path}")
+    achieved = record["achieved_tflops"]
+    print(
+        f"\n{flops / 1e9:.3f} GFLOP per training image: {achieved:.3f} TFLOP/s achieved, "
+        f"{achieved / peak['tflops']:.1%} of the measured {peak['dtype']} matrix-multiply "
+        f"rate ({peak['tflops']:.2f} TFLOP/s)\n"
+    )
+    print_breakdown(record["breakdown"])
+
+
+def report_training(record: dict) -> None:
+    print(
+        f"\n{record['profile']} profile: test accuracy {record['test_accuracy']:.4f}, "
+        f"whole run {record['wall_seconds']:.1f} s on {record['device']}"
+    )
+
+
+def write_record(record: dict, name: str) -> Path:
+    """Write ``record`` as ``benchmarks/results/<name>.json``."""
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"wrote {path}")
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    settings = parse(argv)
+    record = run(settings)
+    report(record)  # now, before the training run, which may take a while
+    if settings.train:
+        record |= run_training(settings)
+        report_training(record)
+    if settings.record:
+        write_record(record, settings.record)
     return 0
 
 
