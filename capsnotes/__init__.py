@@ -5,12 +5,9 @@ The paper, importable from here::
     squash, dynamic_routing, PrimaryCapsules, DigitCapsules, Decoder, mask_capsules,
     margin_loss, reconstruction_loss, capsnet_loss, CapsNet, CapsNetConfig
 
-Beside the paper, in folders of their own and imported when used: ``capsnotes.data``
-(the digits, and the files and checks every wing shares), ``capsnotes.training`` (the
-configuration, the step, the trainer, evaluation, checkpoints, the shipped models, the
-command line), ``capsnotes.experiments`` (MultiMNIST, affine warps, the baseline CNN,
-the popular mistakes written out) and ``capsnotes.fast`` (how the same math runs
-fast).
+Beside the paper, in folders of their own and imported when used: the digits
+(``capsnotes.data``), training (``capsnotes.training``), the experiments beyond MNIST
+(``capsnotes.experiments``) and how the same math runs fast (``capsnotes.fast``).
 """
 
 from .capsules import DigitCapsules, PrimaryCapsules

@@ -29,8 +29,7 @@ def conv_output_size(size: int, kernel_size: int, stride: int = 1) -> int:
     if out < 1:
         raise ValueError(
             f"a {kernel_size}x{kernel_size} convolution with stride {stride} needs "
-            "inputs "
-            f"of at least {kernel_size} pixels, got {size}"
+            f"inputs of at least {kernel_size} pixels, got {size}"
         )
     return out
 

@@ -86,14 +86,10 @@ def capsnet_loss(
 ) -> Loss:
     """The objective CapsNet is trained with (§4.1): the margin loss of the digit
     capsules plus ``reconstruction_weight`` × the summed squared error of the
-    reconstructions.
-
-    ``output`` is what ``CapsNet(images, labels)`` returned; ``target`` holds class
-    indices ``[B]`` or presence ``[B, classes]``; ``reconstruction_weight`` 0 trains
-    without the decoder's help. ``margin`` and ``reconstruction`` are the paper's terms
-    unless a comparison replaces one (:mod:`capsnotes.experiments.mistakes`). Both terms
-    are computed in float32, also where the forward pass ran in 16 bits.
-    """
+    reconstructions (0: the decoder does not help), both in float32, also where the
+    forward pass ran in 16 bits. ``output`` is what ``CapsNet(images, labels)``
+    returned; ``margin`` and ``reconstruction`` are the paper's terms unless a
+    comparison replaces one (:mod:`capsnotes.experiments.mistakes`)."""
     margin_term = margin(output.capsules.float(), target)
     reconstruction_term = reconstruction(
         output.reconstructions.float(), images, reconstruction_weight

@@ -54,8 +54,7 @@ class CapsNetConfig:
     """sizes of the decoder's hidden layers"""
 
     def __post_init__(self) -> None:
-        # lists from JSON
-        object.__setattr__(self, "decoder_hidden", tuple(self.decoder_hidden))
+        object.__setattr__(self, "decoder_hidden", tuple(self.decoder_hidden))  # JSON
         for field, value in dataclasses.asdict(self).items():
             sizes = enumerate(value) if isinstance(value, tuple) else [(None, value)]
             for index, size in sizes:
@@ -137,9 +136,8 @@ class CapsNet(nn.Module):
     def encode(self, images: Tensor, return_coupling: bool = False) -> Any:
         """Images → digit capsules ``[B, num_classes, digit_dim]`` (and the last
         coupling coefficients ``[B, num_primary, num_classes]`` if asked)."""
-        return self.digits(
-            self.primary_capsules(images), return_coupling=return_coupling
-        )
+        u = self.primary_capsules(images)
+        return self.digits(u, return_coupling=return_coupling)
 
     def forward(
         self,
@@ -158,8 +156,9 @@ class CapsNet(nn.Module):
         return CapsNetOutput(capsules, lengths, predictions, reconstructions)
 
 
-def check_images(images: object, config: CapsNetConfig) -> None:
-    """The model's door: ``images`` must be floats ``[B, C, S, S]`` of its config."""
+def check_images(images: object, config: Any) -> None:
+    """The model's door: ``images`` must be floats ``[B, C, S, S]`` of its config (a
+    CapsNet's or the CNN's: ``in_channels``, ``image_size``)."""
     side, channels = config.image_size, config.in_channels
     expected = (
         f"a floating-point torch.Tensor [batch, {channels}, {side}, {side}] "
@@ -172,21 +171,27 @@ def check_images(images: object, config: CapsNetConfig) -> None:
         raise ValueError(f"images must be {expected}, got shape {tuple(images.shape)}")
 
 
-def check_labels(labels: object, batch: int, num_classes: int) -> None:
-    """The labels' door: integers ``[batch]`` in ``[0, num_classes)``; the range is
-    read on the CPU only (on a GPU, ``one_hot`` asserts it without making the host
-    wait)."""
+def check_labels(
+    labels: object, batch: int | None, num_classes: int, name: str = "labels"
+) -> None:
+    """The labels' door: integers ``[batch]`` (any length if None) in ``[0,
+    num_classes)``; the range is read on the CPU only (on a GPU, ``one_hot`` asserts it
+    without making the host wait)."""
+    shape = f"[{'batch' if batch is None else batch}]"
     integers = torch.is_tensor(labels) and not labels.is_floating_point()
     if not integers or labels.dtype == torch.bool:
         got = getattr(labels, "dtype", type(labels).__name__)
         raise TypeError(
-            f"labels must be an integer tensor [{batch}] of classes, got {got}"
+            f"{name} must be an integer tensor {shape} of classes, got {got}"
         )
-    if labels.shape != (batch,):
-        raise ValueError(f"labels must have shape [{batch}], got {tuple(labels.shape)}")
-    if labels.device.type == "cpu" and batch:
+    if labels.dim() != 1 or batch not in (None, len(labels)):
+        raise ValueError(
+            f"{name} must have shape {shape} (one class per image), got "
+            f"{tuple(labels.shape)}"
+        )
+    if labels.device.type == "cpu" and labels.numel():
         low, high = int(labels.min()), int(labels.max())
         if low < 0 or high >= num_classes:
             raise ValueError(
-                f"labels must lie in [0, {num_classes}), got values {low} to {high}"
+                f"{name} must lie in [0, {num_classes}), got values {low} to {high}"
             )

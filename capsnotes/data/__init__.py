@@ -1,16 +1,12 @@
 """The digits every wing reads: MNIST and Fashion-MNIST as tensors, batching, and the
-paper's shift augmentation. Beside them, what the wings share below the paper:
-:mod:`~capsnotes.data.files` (files written whole) and :mod:`~capsnotes.data.checks`
-(checks of what a user hands over).
+paper's shift augmentation; beside them, files written whole (``files``) and checks of
+what a user hands over (``checks``).
 
 The images are read once through ``torchvision.datasets`` and then kept as one ``uint8``
 tensor (47 MB for the MNIST training set), on the GPU when training there, so that
-batching is indexing and never the bottleneck.
-
-Where the files live: the ``root`` argument, else the environment variable
-``CAPSNOTES_DATA``, else ``~/.cache/capsnotes/data``, in torchvision's layout
-(``MNIST/raw/train-images-idx3-ubyte``, ...). Missing files are downloaded when a
-network is there; gzipped ones (``*.gz``, as Debian ships Fashion-MNIST) are unpacked.
+batching is indexing and never the bottleneck. The files live in torchvision's layout
+(``MNIST/raw/train-images-idx3-ubyte``, ...) under :func:`data_root`; missing ones are
+downloaded when a network is there, gzipped ones (as Debian ships them) unpacked.
 """
 
 from __future__ import annotations
@@ -94,10 +90,8 @@ class ImageSet:
         """A random subset of ``size`` images (all of them if ``size`` is None)."""
         if size is None or checks.integer("subset size", size, minimum=1) >= len(self):
             return self
-        keep = torch.randperm(len(self), generator=torch.Generator().manual_seed(seed))[
-            :size
-        ]
-        keep = keep.to(self.device)
+        generator = torch.Generator().manual_seed(seed)
+        keep = torch.randperm(len(self), generator=generator)[:size].to(self.device)
         return ImageSet(self.images[keep], self.labels[keep], self.classes)
 
     def padded(self, size: int) -> ImageSet:
@@ -131,8 +125,7 @@ class ImageSet:
             order = torch.randperm(count, generator=generator, device=self.device)
         else:
             order = torch.arange(count, device=self.device)
-        for start in range(0, count, batch_size):
-            index = order[start : start + batch_size]
+        for index in order.split(batch_size):
             images = self.floats(index)
             if max_shift:
                 images = random_shift(images, max_shift, generator)
@@ -146,11 +139,8 @@ def load_dataset(
     download: bool = True,
 ) -> ImageSet:
     """A split of ``"mnist"`` or ``"fashion-mnist"`` (60,000 training or 10,000 test
-    images) as an :class:`ImageSet` on the CPU. ``download``: fetch missing files.
-
-    Raises ``FileNotFoundError`` when the files are missing and could not be downloaded;
-    its message says where to put them.
-    """
+    images) as an :class:`ImageSet` on the CPU. ``download``: fetch missing files; a
+    ``FileNotFoundError`` that says where to put them when that fails."""
     if name not in DATASETS:
         raise ValueError(
             f"unknown dataset {name!r}; expected one of {sorted(DATASETS)}"
@@ -162,10 +152,9 @@ def load_dataset(
     root_path = data_root(root)
     raw = root_path / folder_name / "raw"
     for file in IDX_FILES:  # Debian's recompressed archives: torchvision refuses them
-        if (raw / f"{file}.gz").exists() and not (raw / file).exists():
-            atomic_write_bytes(
-                raw / file, gzip.decompress((raw / f"{file}.gz").read_bytes())
-            )
+        packed = raw / f"{file}.gz"
+        if packed.exists() and not (raw / file).exists():
+            atomic_write_bytes(raw / file, gzip.decompress(packed.read_bytes()))
     try:
         dataset = dataset_class(str(root_path), train=train, download=False)
     except RuntimeError:
@@ -173,9 +162,8 @@ def load_dataset(
             raise FileNotFoundError(missing_message(folder_name, raw, False)) from None
         dataset = _download(dataset_class, root_path, raw, train)
     images = dataset.data.unsqueeze(1).contiguous()  # [N, H, W] → [N, 1, H, W]
-    return ImageSet(
-        images, torch.as_tensor(dataset.targets, dtype=torch.int64), classes
-    )
+    labels = torch.as_tensor(dataset.targets, dtype=torch.int64)
+    return ImageSet(images, labels, classes)
 
 
 def _download(dataset_class, root: Path, raw: Path, train: bool):  # noqa: ANN001, ANN202
@@ -195,12 +183,11 @@ def _download(dataset_class, root: Path, raw: Path, train: bool):  # noqa: ANN00
 
 
 def missing_message(name: str, raw: Path, tried_download: bool) -> str:
+    failed = " and could not be downloaded" if tried_download else ""
     return (
-        f"{name} was not found under {raw}"
-        + (" and could not be downloaded" if tried_download else "")
-        + ".\nEither connect to the internet (it downloads automatically), or put the "
-        "four "
-        f"IDX files ({', '.join(IDX_FILES)}; gzipped or not) into {raw},\nor point the "
+        f"{name} was not found under {raw}{failed}.\nEither connect to the internet "
+        "(it downloads automatically), or put the four IDX files "
+        f"({', '.join(IDX_FILES)}; gzipped or not) into {raw},\nor point the "
         f"environment variable CAPSNOTES_DATA at a folder that has {name}/raw/ in it."
     )
 

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from ..model import check_labels
+
 
 def float_tensor(
     name: str,
@@ -15,10 +17,8 @@ def float_tensor(
     layout: str = "",
     shape: Sequence[int | None] | None = None,
 ) -> Tensor:
-    """A floating-point tensor; with ``shape``, of that shape (None: any size)."""
-    if shape is not None and not layout:
-        axes = ["any" if n is None else str(n) for n in shape[1:]]
-        layout = f"of shape [{', '.join(['batch', *axes])}]"
+    """A floating-point tensor; with ``shape``, of that shape (None: any size), as
+    ``layout`` describes it."""
     expected = f"a floating-point torch.Tensor {layout}".rstrip()
     if not torch.is_tensor(value):
         raise TypeError(f"{name} must be {expected}, got {type(value).__name__}")
@@ -35,26 +35,9 @@ def float_tensor(
 def class_indices(
     name: str, value: object, classes: int, batch: int | None = None
 ) -> Tensor:
-    """An integer tensor ``[batch]`` of classes in ``[0, classes)``; the range is read
-    on the CPU only (on a GPU, ``one_hot`` asserts it without making the host wait)."""
-    shape = f"[{'batch' if batch is None else batch}]"
-    integers = torch.is_tensor(value) and not value.dtype.is_floating_point
-    if not integers or value.dtype == torch.bool:
-        got = getattr(value, "dtype", type(value).__name__)
-        raise TypeError(
-            f"{name} must be an integer tensor {shape} of class indices, got {got}"
-        )
-    if value.dim() != 1 or (batch is not None and len(value) != batch):
-        raise ValueError(
-            f"{name} must have shape {shape} (one class per image), got "
-            f"{tuple(value.shape)}"
-        )
-    if value.device.type == "cpu" and value.numel():
-        low, high = int(value.min()), int(value.max())
-        if low < 0 or high >= classes:
-            raise ValueError(
-                f"{name} must lie in [0, {classes}), got values from {low} to {high}"
-            )
+    """An integer tensor ``[batch]`` of classes in ``[0, classes)``, checked as the
+    model checks its labels."""
+    check_labels(value, batch, classes, name)
     return value
 
 

@@ -9,23 +9,17 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-
-def _file_mode() -> int:
-    """The permissions ``open()`` gives a new file: 0o666 less the umask, which Python
-    can only read by setting it (so it is read once, at import)."""
-    umask = os.umask(0o022)
-    os.umask(umask)
-    return 0o666 & ~umask
-
-
-FILE_MODE = _file_mode()
+#: The permissions ``open()`` gives a new file: 0o666 less the umask, which Python can
+#: only read by setting it (so it is read once, at import).
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+FILE_MODE = 0o666 & ~_UMASK
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same folder and a
-    rename: the file is the old one or the whole new one, never a part; on an error
-    nothing is left behind. The file gets the permissions a plain ``open()`` would give
-    it."""
+    rename: the file is the old one or the whole new one, never a part, with the
+    permissions a plain ``open()`` would give it; on an error nothing is left behind."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(

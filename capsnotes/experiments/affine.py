@@ -2,18 +2,11 @@
 sheared and rescaled ones? (Sabour et al. 2017, §5.2: a CapsNet 79%, a CNN 66%, on
 affNIST.)
 
-The real affNIST (Tieleman, 2013) places each digit on a 40×40 canvas, and the paper
-trains on MNIST placed at random on that canvas. Here both models were trained on the
-28×28 canvas with shifts of up to 2 pixels, so the warps keep that canvas: they draw
-rotation, shear and scale from the distribution TensorFlow Federated describes as
-approximately affNIST's (``tff.simulation.datasets.emnist.get_infinite``), and limit the
-translation to the ±2 pixels both models saw in training (affNIST's own translations
-need the larger canvas).
-
-::
-
-    parameters = random_affine_parameters(10_000, AFFNIST_RANGES, seed=0)
-    warped = warp(images, parameters)                # [N, 1, 28, 28] → same shape
+The real affNIST (Tieleman, 2013) places each digit on a 40×40 canvas. Here both models
+were trained on the 28×28 canvas with shifts of up to 2 pixels, so the warps keep that
+canvas: they draw rotation, shear and scale from the distribution TensorFlow Federated
+describes as approximately affNIST's (``tff.simulation.datasets.emnist.get_infinite``),
+and limit the translation to the ±2 pixels both models saw in training.
 """
 
 from __future__ import annotations
@@ -35,9 +28,7 @@ class AffineRanges:
     """Where random affine parameters are drawn from, each independently per image."""
 
     rotation_degrees: float = 20.0  #: uniform in ±; positive turns counter-clockwise
-    shear: float = (
-        0.2  #: uniform in ±; ``shear · x`` is added to ``y`` (about the centre)
-    )
+    shear: float = 0.2  #: uniform in ±; ``shear · x`` is added to ``y``
     scale: float = 1.25  #: each axis log-uniform in ``[1/scale, scale]``
     translation_pixels: float = 2.0  #: uniform in ± along each axis
 
@@ -48,10 +39,9 @@ class AffineRanges:
             ("scale", "[1, 4]", lambda x: 1 <= x <= 4),
             ("translation_pixels", "[0, 14]", lambda x: 0 <= x <= 14),
         ):
-            if not valid(getattr(self, name)):
-                raise ValueError(
-                    f"{name} must lie in {interval}, got {getattr(self, name)}"
-                )
+            value = getattr(self, name)
+            if not valid(value):
+                raise ValueError(f"{name} must lie in {interval}, got {value}")
 
 
 #: TensorFlow Federated's approximation of affNIST's distribution, with the translation
@@ -79,6 +69,9 @@ class AffineParameters:
         zeros, ones = torch.zeros(count), torch.ones(count)
         return cls(zeros, zeros, ones, ones, zeros, zeros)
 
+    def __getitem__(self, index: slice) -> AffineParameters:
+        return AffineParameters(**{k: v[index] for k, v in vars(self).items()})
+
     def replace(self, **values: float) -> AffineParameters:
         """The same transformations with some parameters set to one value for all."""
         fields = vars(self) | {
@@ -90,15 +83,13 @@ class AffineParameters:
 def random_affine_parameters(
     count: int, ranges: AffineRanges = AFFNIST_RANGES, seed: int = 0
 ) -> AffineParameters:
-    """``count`` transformations drawn from ``ranges`` with a generator seeded by
-    ``seed``."""
+    """``count`` transformations drawn from ``ranges``, seeded by ``seed``."""
     checks.integer("count", count, minimum=1)
     generator = torch.Generator().manual_seed(seed)
 
     def uniform(bound: float) -> Tensor:
-        return (
-            2 * torch.rand(count, generator=generator, dtype=torch.float64) - 1
-        ) * bound
+        draw = torch.rand(count, generator=generator, dtype=torch.float64)
+        return (2 * draw - 1) * bound
 
     log_scale = math.log(ranges.scale)
     return AffineParameters(
@@ -133,7 +124,6 @@ def affine_matrices(parameters: AffineParameters) -> Tensor:
 def warp(images: Tensor, parameters: AffineParameters) -> Tensor:
     """Apply one transformation per image: ``images`` ``[N, C, H, W]`` (square, floats
     in ``[0, 1]``) → the same shape, bilinear, zeros outside the original canvas."""
-    checks.float_tensor("images", images, "[N, C, H, W] (square)", shape=(None,) * 4)
     count, _, height, width = images.shape
     if height != width or len(parameters) != count:
         raise ValueError(
@@ -162,15 +152,12 @@ def predictions(
     parameters: AffineParameters,
     batch_size: int = 500,
 ) -> Tensor:
-    """``model``'s predictions ``[N]`` for the images of ``data`` warped by
-    ``parameters``."""
+    """``model``'s predictions ``[N]`` for ``data`` warped by ``parameters``."""
     device = next(model.parameters()).device
     model.eval()
-    found = []
-    for start, (images, _) in zip(
-        range(0, len(data), batch_size), data.to(device).batches(batch_size)
-    ):
-        part = _slice(parameters, start, start + images.shape[0])
+    found, batches = [], data.to(device).batches(batch_size)
+    for start, (images, _) in zip(range(0, len(data), batch_size), batches):
+        part = parameters[start : start + batch_size]
         found.append(model(warp(images, part)).predictions.cpu())
     return torch.cat(found)
 
@@ -181,14 +168,9 @@ def accuracy(
     parameters: AffineParameters,
     batch_size: int = 500,
 ) -> float:
-    """The fraction of ``data``'s images ``model`` classifies right after warping
-    them."""
-    return (
-        (predictions(model, data, parameters, batch_size) == data.labels.cpu())
-        .float()
-        .mean()
-        .item()
-    )
+    """The fraction of ``data``'s images, warped, that ``model`` classifies right."""
+    right = predictions(model, data, parameters, batch_size) == data.labels.cpu()
+    return right.float().mean().item()
 
 
 def one_factor(factor: str, value: float, count: int) -> AffineParameters:
@@ -220,16 +202,11 @@ def robustness(
     sweeps: Mapping[str, Sequence[float]] = SWEEPS,
     sweep_size: int | None = None,
 ) -> dict[str, Any]:
-    """Every model's accuracy on ``data`` as it is, on ``data`` warped by random
-    transformations from ``ranges`` (the same images for every model), and on one-factor
-    sweeps (on the first ``sweep_size`` images, default all). Returns a JSON-ready
-    record."""
+    """A JSON-ready record of every model's accuracy on ``data`` as it is, warped by
+    random transformations from ``ranges`` (the same for every model), and in one-factor
+    sweeps (on the first ``sweep_size`` images, default all)."""
     parameters = random_affine_parameters(len(data), ranges, seed)
-    swept = (
-        data
-        if sweep_size is None
-        else ImageSet(data.images[:sweep_size], data.labels[:sweep_size], data.classes)
-    )
+    swept = ImageSet(data.images[:sweep_size], data.labels[:sweep_size], data.classes)
     record: dict[str, Any] = {
         "ranges": asdict(ranges),
         "seed": seed,
@@ -237,28 +214,21 @@ def robustness(
         "sweep_count": len(swept),
         "models": {},
     }
+    plain = AffineParameters.identity(len(data))
+    warps = {
+        f: [(v, one_factor(f, v, len(swept))) for v in vs] for f, vs in sweeps.items()
+    }
     for name, model in models.items():
         curves = {
             factor: [
-                {
-                    "value": value,
-                    "accuracy": accuracy(
-                        model, swept, one_factor(factor, value, len(swept))
-                    ),
-                }
-                for value in values
+                {"value": value, "accuracy": accuracy(model, swept, warped)}
+                for value, warped in values
             ]
-            for factor, values in sweeps.items()
+            for factor, values in warps.items()
         }
         record["models"][name] = {
-            "plain_accuracy": accuracy(
-                model, data, AffineParameters.identity(len(data))
-            ),
+            "plain_accuracy": accuracy(model, data, plain),
             "affine_accuracy": accuracy(model, data, parameters),
             "sweeps": curves,
         }
     return record
-
-
-def _slice(parameters: AffineParameters, start: int, stop: int) -> AffineParameters:
-    return AffineParameters(**{k: v[start:stop] for k, v in vars(parameters).items()})

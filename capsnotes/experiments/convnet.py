@@ -1,11 +1,9 @@
 """A conventional CNN to compare CapsNet with (Sabour et al. 2017, §5).
 
-The paper's baseline is three 5×5 convolutions of 256, 256 and 128 channels (stride 1),
-then fully connected layers of 328 and 192 units, dropout, and a 10-way softmax trained
-with cross-entropy: about 35.4M parameters, most of them in the first fully connected
-layer, which sees all 28×28×128 features. :class:`ConvNetConfig`'s defaults are that
-network. The same family with fewer channels and 2×2 max pooling after the first two
-convolutions is small enough to train on a CPU (the ``cnn`` training profile).
+The paper's baseline, :class:`ConvNetConfig`'s defaults, is three 5×5 convolutions of
+256, 256 and 128 channels, then fully connected layers of 328 and 192 units, dropout,
+and a 10-way softmax: about 35.4M parameters, most of them in the first fully connected
+layer. With fewer channels and 2×2 max pooling it trains on a CPU (the ``cnn`` profile).
 """
 
 from __future__ import annotations
@@ -19,6 +17,7 @@ from torch import Tensor, nn
 
 from ..data import checks
 from ..losses import Loss
+from ..model import check_images
 
 
 @dataclass(frozen=True)
@@ -49,9 +48,8 @@ class ConvNetConfig:
         sizes = dataclasses.asdict(self)
         del sizes["pool_after"], sizes["dropout"]
         checks.positive_ints(**sizes)
-        if not self.channels or not set(self.pool_after) <= set(
-            range(1, len(self.channels) + 1)
-        ):
+        convolutions = set(range(1, len(self.channels) + 1))
+        if not self.channels or not set(self.pool_after) <= convolutions:
             raise ValueError(
                 f"pool_after must name some of the {len(self.channels)} convolutions "
                 f"(counted from 1), got {self.pool_after}"
@@ -111,10 +109,7 @@ class ConvNet(nn.Module):
         self.classifier = nn.Sequential(*dense)
 
     def forward(self, images: Tensor, labels: Tensor | None = None) -> ConvNetOutput:
-        side = self.config.image_size
-        checks.float_tensor(
-            "images", images, shape=(None, self.config.in_channels, side, side)
-        )
+        check_images(images, self.config)
         logits = self.classifier(self.features(images))
         return ConvNetOutput(logits, logits.argmax(dim=1))
 

@@ -1,22 +1,11 @@
 """Popular mistakes, written out so that the book can show what each one changes.
 
 Public implementations of CapsNet get several details of the paper wrong, and each still
-trains, which is why they survive. Here they are, each beside the correct code it
-replaces: the chapters run them side by side with it, ``benchmarks/variants.py`` trains
-with them, and the tests check that the checks guarding the correct code catch them.
-Nothing else in the package uses this module.
-
-* :func:`squash_without_eps` — eq. 1 as written, 0/0 for a zero vector (chapter 2);
-* :class:`ReshapedPrimaryCapsules` — the convolution's output reshaped straight into
-  capsules, so that a capsule holds neighbouring positions of one channel (chapter 3);
-* :func:`routing_over_children` — the routing softmax over the wrong axis (chapter 5);
-* :func:`routing_with_shared_logits` — one set of routing logits for the whole batch;
-* :func:`routing_that_returns_early` — a ``return`` inside the loop: one pass, whatever
-  r;
-* :func:`unsquared_margin_loss` — eq. 4 without its squares (chapter 6);
-* :class:`PredictionMaskedCapsNet` — the decoder fed the predicted capsule in training;
-* :func:`mean_reconstruction_loss` — the reconstruction loss averaged over the pixels
-  instead of summed, 784 times weaker on MNIST (chapter 7).
+trains, which is why they survive. Here they are, each marked WRONG: the chapters run
+them beside the correct code they replace (chapter 2 the squash, 3 the primary capsules,
+5 routing, 6 the margin loss, 7 the decoder and its loss), ``benchmarks/variants.py``
+trains with them, and the tests check that the checks guarding the correct code catch
+them. Nothing else in the package uses this module.
 """
 
 from __future__ import annotations

@@ -4,19 +4,9 @@ and each reconstructed on its own.
 Each example overlays two MNIST digits of different classes from the same split: each is
 centred on a 36×36 canvas and shifted by up to 4 pixels in each direction, and the image
 is their pixel-wise maximum. The network is the CapsNet of the earlier chapters on the
-larger canvas, with both classes present in the margin loss and one reconstruction per
-digit, each drawn from that digit's own capsule and compared with that digit alone:
-:func:`capsnotes.capsnet_loss` unchanged, given the two labels as a presence matrix and
-the two digits as the reconstruction targets. An example is right when the two longest
-digit capsules are its two classes. The trainer
-(:func:`capsnotes.training.train.train`) trains it like any other run: fresh pairs
-every epoch (:class:`FreshPairs`), this objective.
-
-::
-
-    pairs = make_pairs(test_set, seed=1)  # images [N, 1, 36, 36], labels [N, 2]
-    output = PairedCapsNet(config)(images, labels)  # reconstructions [B, 2, ...]
-    loss = pair_loss(output, images, labels, parts)  # both margins + each SSE
+larger canvas, trained with :func:`capsnotes.capsnet_loss` unchanged, given the two
+labels as a presence matrix and the two digits as the reconstruction targets. An
+example is right when the two longest digit capsules are its two classes.
 """
 
 from __future__ import annotations
@@ -40,8 +30,7 @@ CANVAS, MAX_SHIFT = 36, 4
 
 @dataclass
 class DigitPairs:
-    """``N`` MultiMNIST examples, kept as bytes; each pair's classes in ascending
-    order."""
+    """``N`` MultiMNIST examples as bytes, each pair's classes in ascending order."""
 
     images: Tensor  #: ``uint8 [N, 1, S, S]``: the two digits overlaid (pixel-wise max)
     parts: Tensor  #: ``uint8 [N, 2, 1, S, S]``: each digit alone, where it was placed
@@ -63,18 +52,14 @@ class DigitPairs:
         generator=None,  # noqa: ANN001
     ) -> Iterator[tuple[Tensor, Tensor, Tensor]]:
         """``(images, labels, parts)``, images and parts as floats in ``[0, 1]``, in
-        order or shuffled with ``generator``. (The digits were shifted when the pairs
-        were made.)"""
+        order or shuffled (the digits were shifted when the pairs were made)."""
         checks.integer("batch_size", batch_size, minimum=1)
         device = self.images.device
-        count = len(self)
-        order = (
-            torch.randperm(count, generator=generator, device=device)
-            if shuffle
-            else torch.arange(count, device=device)
-        )
-        for start in range(0, count, batch_size):
-            index = order[start : start + batch_size]
+        if shuffle:
+            order = torch.randperm(len(self), generator=generator, device=device)
+        else:
+            order = torch.arange(len(self), device=device)
+        for index in order.split(batch_size):
             images = self.images[index].float().div_(255)
             yield images, self.labels[index], self.parts[index].float().div_(255)
 
@@ -134,13 +119,10 @@ class FreshPairs:
         max_shift: int = MAX_SHIFT,
         generator=None,  # noqa: ANN001
     ) -> Iterator[tuple[Tensor, Tensor, Tensor]]:
-        seed = int(
-            torch.randint(2**62, (1,), generator=generator, device=self.digits.device)
-        )
+        device = self.digits.device
+        seed = int(torch.randint(2**62, (1,), generator=generator, device=device))
         pairs = make_pairs(self.digits, self.count, seed, self.canvas, max_shift)
-        yield from pairs.to(self.digits.device).batches(
-            batch_size, shuffle, generator=generator
-        )
+        yield from pairs.to(device).batches(batch_size, shuffle, generator=generator)
 
 
 class PairOutput(NamedTuple):
@@ -148,9 +130,7 @@ class PairOutput(NamedTuple):
 
     capsules: Tensor  #: ``[B, classes, dim]``
     lengths: Tensor  #: ``[B, classes]``
-    predictions: (
-        Tensor  #: ``[B, 2]``: the two longest capsules, the smaller class first
-    )
+    predictions: Tensor  #: ``[B, 2]``: the two longest capsules, smaller class first
     reconstructions: Tensor  #: ``[B, 2, C, H, W]``: one image per digit
 
 

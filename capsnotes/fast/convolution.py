@@ -3,10 +3,9 @@ same parameters and results that trains through ``im2col`` and one matrix produc
 pass (forward, weight gradient, input gradient).
 
 On a CPU, a training step of CapsNet is dominated by the 9×9 stride-2 primary-capsule
-convolution, and on some CPUs oneDNN's backward kernels for it run far below the
-machine's matrix-multiply rate; as matrix products all three passes run at that rate.
-Whether that is faster on a machine is timed (:mod:`capsnotes.fast.cpu`). Hand-written:
-torch has no im2col convolution whose backward is matrix products.
+convolution, whose backward kernels run far below the matrix-multiply rate on some
+CPUs (timed: :mod:`capsnotes.fast.cpu`). Hand-written: torch has no im2col convolution
+whose backward is matrix products.
 """
 
 from __future__ import annotations
@@ -43,15 +42,6 @@ def patches(x: Tensor, kernel_size: int, stride: int) -> Tensor:
     return out.view(batch * out_h * out_w, kernel_size * kernel_size * channels)
 
 
-def _compute_dtype(x: Tensor) -> torch.dtype:
-    """The dtype the matrix products run in: autocast's on the CPU when it is on (so
-    that a convolution computed as matrix products uses bf16 exactly where ``nn.Conv2d``
-    would), else the input's own."""
-    if torch.is_autocast_enabled("cpu"):
-        return torch.get_autocast_dtype("cpu")
-    return x.dtype
-
-
 class _ConvAsMatmul(torch.autograd.Function):
     """Unpadded, undilated 2-D convolution as im2col + matrix products. Under CPU
     autocast the products run in the autocast dtype, as the native convolution's do; the
@@ -66,26 +56,17 @@ class _ConvAsMatmul(torch.autograd.Function):
         out_channels, in_channels, kernel_size, _ = weight.shape
         out_h = (height - kernel_size) // stride + 1
         out_w = (width - kernel_size) // stride + 1
-        dtype = _compute_dtype(x)
-        cols = patches(
-            x.to(dtype).permute(0, 2, 3, 1).contiguous(), kernel_size, stride
-        )
+        autocast = torch.is_autocast_enabled("cpu")
+        dtype = torch.get_autocast_dtype("cpu") if autocast else x.dtype
+        nhwc = x.to(dtype).permute(0, 2, 3, 1).contiguous()
+        cols = patches(nhwc, kernel_size, stride)
         # weight as [out, (row, column, channel)], matching the order of the columns
         matrix = weight.to(dtype).permute(0, 2, 3, 1).reshape(out_channels, -1)
         out = cols @ matrix.t()
         if bias is not None:
             out += bias.to(dtype)
         ctx.save_for_backward(cols, matrix)
-        ctx.geometry = (
-            batch,
-            in_channels,
-            height,
-            width,
-            kernel_size,
-            stride,
-            out_h,
-            out_w,
-        )
+        ctx.geometry = (x.shape, kernel_size, stride, out_h, out_w)
         ctx.has_bias = bias is not None
         ctx.dtypes = (x.dtype, weight.dtype)
         # [B*H'*W', out] is channels-last memory; return it as a logical NCHW view.
@@ -95,7 +76,7 @@ class _ConvAsMatmul(torch.autograd.Function):
     @torch.amp.custom_bwd(device_type="cpu")
     def backward(ctx, grad: Tensor):  # noqa: ANN001, ANN205
         cols, matrix = ctx.saved_tensors
-        batch, in_channels, height, width, k, stride, out_h, out_w = ctx.geometry
+        (batch, in_channels, height, width), k, stride, out_h, out_w = ctx.geometry
         x_dtype, weight_dtype = ctx.dtypes
         out_channels = matrix.shape[0]
         grad_rows = grad.permute(0, 2, 3, 1).reshape(-1, out_channels).to(cols.dtype)
@@ -107,26 +88,19 @@ class _ConvAsMatmul(torch.autograd.Function):
             grad_bias = grad_rows.sum(dim=0, dtype=weight_dtype)
         if ctx.needs_input_grad[0]:
             # col2im: every window position adds its gradient back onto the pixel it
-            # read. One kernel row at a time, so the [B*H'*W', k*C] block stays in
-            # cache; the sums are kept in at least float32 (up to k² terms meet at a
-            # pixel).
+            # read, one kernel row at a time (the [B*H'*W', k*C] block stays in cache),
+            # summed in at least float32 (up to k² terms meet at a pixel).
             total = torch.promote_types(x_dtype, torch.float32)
             grad_nhwc = grad_rows.new_zeros(
                 batch, height, width, in_channels, dtype=total
             )
             span_h, span_w = stride * (out_h - 1) + 1, stride * (out_w - 1) + 1
-            row_block = k * in_channels
-            for k_row in range(k):
-                block = (
-                    grad_rows @ matrix[:, k_row * row_block : (k_row + 1) * row_block]
-                )
-                block = block.view(batch, out_h, out_w, k, in_channels)
+            for k_row, weights in enumerate(matrix.split(k * in_channels, dim=1)):
+                block = (grad_rows @ weights).view(batch, out_h, out_w, k, in_channels)
+                pixel_rows = slice(k_row, k_row + span_h, stride)
                 for k_col in range(k):
-                    grad_nhwc[
-                        :,
-                        k_row : k_row + span_h : stride,
-                        k_col : k_col + span_w : stride,
-                    ] += block[:, :, :, k_col]
+                    pixel_cols = slice(k_col, k_col + span_w, stride)
+                    grad_nhwc[:, pixel_rows, pixel_cols] += block[:, :, :, k_col]
             grad_x = grad_nhwc.permute(0, 3, 1, 2).to(x_dtype)
         return grad_x, grad_weight, grad_bias, None
 
@@ -134,26 +108,10 @@ class _ConvAsMatmul(torch.autograd.Function):
 def conv2d_as_matmul(
     x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: int = 1
 ) -> Tensor:
-    """``F.conv2d(x, weight, bias, stride)`` (no padding, dilation or groups), computed
-    as im2col and matrix products in forward and backward.
-
-    ``x`` ``[B, C, H, W]``, ``weight`` ``[O, C, k, k]`` → ``[B, O, H', W']`` (a
-    channels-last tensor).
-    """
-    if weight.shape[2] != weight.shape[3]:
-        raise ValueError(f"square kernels only, got {tuple(weight.shape[2:])}")
+    """``F.conv2d(x, weight, bias, stride)`` (no padding, dilation or groups; a square
+    kernel) as im2col and matrix products in forward and backward: ``x`` ``[B, C, H,
+    W]``, ``weight`` ``[O, C, k, k]`` → ``[B, O, H', W']`` (a channels-last tensor)."""
     return _ConvAsMatmul.apply(x, weight, bias, stride)
-
-
-def _matmul_conv_supports(conv: nn.Conv2d) -> bool:
-    return (
-        conv.padding in ((0, 0), "valid")
-        and conv.dilation == (1, 1)
-        and conv.groups == 1
-        and conv.stride[0] == conv.stride[1]
-        and conv.kernel_size[0] == conv.kernel_size[1]
-        and conv.padding_mode == "zeros"
-    )
 
 
 class MatmulConv2d(nn.Conv2d):
@@ -163,7 +121,14 @@ class MatmulConv2d(nn.Conv2d):
 
     def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
         super().__init__(*args, **kwargs)
-        if not _matmul_conv_supports(self):
+        if not (
+            self.padding in ((0, 0), "valid")
+            and self.dilation == (1, 1)
+            and self.groups == 1
+            and self.stride[0] == self.stride[1]
+            and self.kernel_size[0] == self.kernel_size[1]
+            and self.padding_mode == "zeros"
+        ):
             raise ValueError(
                 "MatmulConv2d supports square, unpadded, undilated, ungrouped "
                 "convolutions"

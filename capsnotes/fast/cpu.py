@@ -1,17 +1,12 @@
 """Choosing how a CPU trains, by measurement: the convolutions and the precision.
 
 Whether a CPU trains CapsNet faster with torch's native convolutions or with the
-convolutions as matrix products (:mod:`capsnotes.fast.convolution`) depends on the CPU
-(each has won on some), and so does whether bf16 autocast pays: CPUs with bf16
-dot-product or matrix units (AVX512-BF16, AMX) multiply bf16 matrices several times
-faster than float32, others emulate it slowly. So the trainer times one training pass
-of each candidate on a real batch and builds its run with the fastest, as cuDNN's
-benchmark mode does on a GPU.
-
-PyTorch has no public query for bf16 units on a CPU, so :func:`cpu_matmul_rates` asks
-the question the choice depends on directly: how much faster is a bf16 matrix product
-than a float32 one on this machine? Only where it is clearly faster
-(:data:`capsnotes.fast.plan.BF16_SPEEDUP`) are bf16 candidates timed at all.
+convolutions as matrix products (:mod:`capsnotes.fast.convolution`) depends on the CPU,
+and so does whether bf16 autocast pays (CPUs with bf16 units multiply bf16 matrices
+several times faster than float32, others emulate it slowly). So the trainer times a
+training pass of each candidate on a real batch and builds its run with the fastest, as
+cuDNN's benchmark mode does on a GPU. PyTorch has no public query for bf16 units, so
+:func:`cpu_matmul_rates` measures how much faster a bf16 matrix product is.
 """
 
 from __future__ import annotations
@@ -47,10 +42,9 @@ def cpu_matmul_rates(
     sizes: Sequence[int] = (1024, 2048), repeats: int = 3
 ) -> MatmulRates:
     """Time square matrix products in float32 and in bf16 on the CPU (the fastest of
-    ``repeats`` after a warm-up), at each of ``sizes`` in turn, and keep each dtype's
-    best rate. The next size is measured only where bf16 kept up with float32 at this
-    one: a CPU that emulates bf16 (a hundred times slower) is not kept waiting, and one
-    with bf16 units is not judged by one small, noisy product."""
+    ``repeats`` after a warm-up) at each of ``sizes``, and keep each dtype's best rate.
+    The next size is measured only where bf16 kept up at this one: a CPU that emulates
+    bf16 is not kept waiting, and one with bf16 units is not judged by one product."""
     generator = torch.Generator().manual_seed(0)
     best = {torch.float32: 0.0, torch.bfloat16: 0.0}
     measured: list[int] = []
@@ -59,15 +53,12 @@ def cpu_matmul_rates(
         b = torch.randn(size, size, generator=generator)
         rates = {}
         for dtype in best:
-            x, y = a.to(dtype), b.to(dtype)
-            fastest = float("inf")
-            for round_ in range(repeats + 1):
+            x, y, seconds = a.to(dtype), b.to(dtype), []
+            for _ in range(repeats + 1):
                 started = perf_counter()
                 x @ y
-                elapsed = perf_counter() - started
-                if round_:  # the first round warms up
-                    fastest = min(fastest, elapsed)
-            rates[dtype] = 2 * size**3 / 1e9 / fastest
+                seconds.append(perf_counter() - started)
+            rates[dtype] = 2 * size**3 / 1e9 / min(seconds[1:])  # the first warms up
             best[dtype] = max(best[dtype], rates[dtype])
         measured.append(size)
         if rates[torch.bfloat16] < rates[torch.float32]:
@@ -77,9 +68,8 @@ def cpu_matmul_rates(
 
 @dataclass(frozen=True)
 class CpuChoice:
-    """What :func:`choose_cpu_implementation` decided, and the seconds of one forward
-    and backward pass of every candidate (the fastest of the repeats, keyed
-    ``"<convolution>, <precision>"``)."""
+    """What :func:`choose_cpu_implementation` decided, and the seconds of a forward and
+    backward pass of every candidate (keyed ``"<convolution>, <precision>"``)."""
 
     convolution: str
     precision: str
@@ -99,9 +89,7 @@ def choose_cpu_implementation(
     CPU) of a model from ``make_model()`` with each of ``convolutions`` in each of
     ``precisions``, alternating, after a warm-up round; return the fastest."""
     with torch.random.fork_rng(devices=[]):  # leave the caller's random state alone
-        models = {
-            name: speed_up(make_model(), convolution=name) for name in convolutions
-        }
+        models = {c: speed_up(make_model(), convolution=c) for c in convolutions}
     times: dict[tuple[str, str], float] = {}
     for round_ in range(repeats + 1):
         for convolution, model in models.items():
@@ -116,8 +104,5 @@ def choose_cpu_implementation(
                 if round_:  # the first round warms up
                     key = (convolution, precision)
                     times[key] = min(times.get(key, float("inf")), elapsed)
-    fastest = min(times, key=times.get)
-    seconds = {
-        f"{conv}, {precision}": value for (conv, precision), value in times.items()
-    }
-    return CpuChoice(fastest[0], fastest[1], seconds)
+    seconds = {", ".join(key): value for key, value in times.items()}
+    return CpuChoice(*min(times, key=times.get), seconds)

@@ -3,31 +3,15 @@
 At the paper's batch of 128 a GPU finishes the arithmetic of a training step faster than
 Python can launch its few hundred kernels. :class:`GraphedStep` records the whole of
 :func:`capsnotes.training.step.training_step` (forward, losses, backward, Adam, the
-weight average) once as a CUDA graph and then launches it with a single call per batch
-(PyTorch's "whole-network capture"). The graph does exactly what the eager step does;
-the test suite checks that both reach the same weights.
+weight average) once and then launches it with a single call per batch, reaching the
+weights the eager step reaches (tested). Four details make the capture correct:
 
-Four details make the capture correct:
-
-* The graph reads its inputs from fixed buffers; each batch is copied into them.
-* The first few steps run eagerly on a side stream, so that cuDNN, cuBLAS and autocast
-  have made their one-time choices and allocations before anything is recorded.
-* Adam's learning rate is a number baked into the recorded update, so the step records
-  a new graph whenever the learning rate has changed (once per epoch). The graph is
-  recorded on a full batch; batches of another size (the last, smaller batch of an
-  epoch) run eagerly into the same gradient buffers.
-* Everything happens with the model's GPU made the current device, on a stream of that
-  GPU (``--device cuda:1`` records on GPU 1, not on GPU 0).
-
-A float16 run is not graphed. With fused Adam its loss scaler reads nothing on the host
-(``GradScaler.step`` hands Adam the scale and the overflow flag as GPU tensors, and
-``GradScaler.update`` updates the scale on the GPU), so a graph could hold it; but a
-graph of the scaled step has not been run on a GPU yet, and the plan
-(:mod:`capsnotes.fast.plan`) does not record what has not been checked.
-
-What the step needs of CUDA (the device, a stream, recording a graph) is one small
-object, :class:`CudaGraphs`; the tests hand :class:`GraphedStep` a stand-in for it and
-check its control flow on a CPU.
+* the graph reads its inputs from fixed buffers, into which each batch is copied;
+* the first steps run eagerly on a side stream, so that cuDNN, cuBLAS and autocast have
+  made their one-time choices before anything is recorded;
+* Adam's learning rate is baked into the recorded update, so a new graph is recorded
+  when it changes; a batch of another size (an epoch's last) runs eagerly;
+* everything runs with the model's GPU made the current device, on a stream of it.
 """
 
 from __future__ import annotations
@@ -49,7 +33,8 @@ SCALED_GRAPH_REFUSAL = (
 
 class CudaGraphs:
     """What :class:`GraphedStep` asks of CUDA, for one GPU: to make it the current
-    device, a side stream on it (for the warm-up and the recording), and a recording."""
+    device, a side stream on it (for the warm-up and the recording), and a recording.
+    The tests hand in a stand-in to check the step's control flow on a CPU."""
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
@@ -76,14 +61,9 @@ class CudaGraphs:
 
 
 class GraphedStep:
-    """A training step (:class:`~capsnotes.training.step.TrainingStep`, or anything
-    with its ``model`` and ``optimizer`` that is called with a batch)
-    replayed from a CUDA graph, with the same result. Its model must be on a CUDA
-    device and its optimizer capturable (``torch.optim.Adam(..., capturable=True)``);
-    ``warmup`` eager steps run before the first recording, which is made on a batch of
-    ``batch_size`` examples (None: the first batch's size), so that the full batches
-    replay and only an epoch's last, smaller batch runs eagerly. ``graphs``: CUDA's
-    part (default: :class:`CudaGraphs` for the model's GPU)."""
+    """A training ``step`` (with a ``model`` on a CUDA device and a capturable
+    ``optimizer``) replayed from a CUDA graph recorded, after ``warmup`` eager steps, on
+    a batch of ``batch_size`` examples (None: the first batch's size)."""
 
     def __init__(
         self,
@@ -119,9 +99,7 @@ class GraphedStep:
         return self.step(batch)
 
     def _record(self, batch: Sequence[Tensor]) -> None:
-        self._inputs = [torch.empty_like(t) for t in batch]
-        for buffer, value in zip(self._inputs, batch):
-            buffer.copy_(value)
+        self._inputs = [value.clone() for value in batch]
         self._graph = None  # free the previous recording before making the next
         # No gradient buffers yet: the recorded backward allocates its own, which every
         # replay then overwrites.

@@ -1,19 +1,14 @@
 """How a run computes, decided in one place: :func:`plan_run`.
 
-Every choice the trainer makes about speed is a field of a :class:`Plan`: the routing
-and convolution implementations, the precision and the loss scaler that float16 needs,
-whether the step is recorded as a CUDA graph, how Adam is built, and whether the model
-is compiled. :func:`plan_run` makes them from the configuration, the device's type and
-compute capability and torch's version, and from nothing else: it reads no device, so
-that a test can ask it what a T4 or an H100 would do on a machine without either.
-
-A choice can be overridden by name (``plan_run(..., cuda_graph=False)``), as the
-benchmarks do to time one technique at a time. The choices that follow from it follow
-(float16 brings its loss scaler, a CUDA graph a capturable Adam); a combination that
-cannot run, or has never run, is refused with a ``ValueError`` that says why.
-
-On a CPU two choices are timed on a real batch rather than decided
-(:mod:`capsnotes.fast.cpu`): they are listed in :attr:`Plan.timed`.
+Every choice the trainer makes about speed is a field of a :class:`Plan`.
+:func:`plan_run` makes them from the configuration, the device's type and compute
+capability and torch's version, and from nothing else: it reads no device, so that a
+test can ask it what a T4 or an H100 would do on a machine without either. A choice can
+be overridden by name (``plan_run(..., cuda_graph=False)``), as the benchmarks do; what
+follows from it follows (float16 brings its loss scaler, a CUDA graph a capturable
+Adam), and a combination that cannot run, or has never run, is refused with a
+``ValueError`` that says why. On a CPU two choices are timed on a real batch instead
+(:mod:`capsnotes.fast.cpu`): :attr:`Plan.timed`.
 """
 
 from __future__ import annotations
@@ -132,12 +127,13 @@ class Plan:
 
     def check(self) -> None:
         """Raise a ``ValueError`` that says why if this plan cannot run."""
-        cuda = self.device_type == "cuda"
+        device = self.device_type
+        cuda, cpu = device == "cuda", device == "cpu"
+        capsnet = has_capsule_layers(self.architecture)
         for name, value, known in (
             ("routing", self.routing, ROUTINGS),
             ("convolution", self.convolution, CONVOLUTIONS),
         ):
-            capsnet = has_capsule_layers(self.architecture)
             if not capsnet and value is not None:
                 raise ValueError(f"the CNN has no {name} to choose (it must be None)")
             if capsnet and value not in known:
@@ -146,15 +142,15 @@ class Plan:
             raise ValueError(
                 f"precision must be one of {tuple(DTYPES)}, got {self.precision!r}"
             )
-        if self.convolution == "matmul" and self.device_type != "cpu":
+        if self.convolution == "matmul" and not cpu:
             raise ValueError(
                 "convolutions as matrix products are a CPU technique; on "
-                f"{self.device_type} the convolution is 'native'"
+                f"{device} the convolution is 'native'"
             )
         if self.precision == "float16" and not cuda:
             raise ValueError(
                 "float16 with loss scaling is the format of GPUs without bf16; a "
-                f"{self.device_type} trains in float32 or bfloat16"
+                f"{device} trains in float32 or bfloat16"
             )
         if self.precision == "bfloat16" and cuda and self.capability < (8, 0):
             major, minor = self.capability
@@ -163,19 +159,13 @@ class Plan:
                 f"{major}.{minor}"
             )
         if self.cuda_graph and not cuda:
-            raise ValueError(
-                f"a CUDA graph needs a CUDA device, not {self.device_type}"
-            )
+            raise ValueError(f"a CUDA graph needs a CUDA device, not {device}")
         if self.cuda_graph and self.loss_scaling:
             raise ValueError(
                 f"{SCALED_GRAPH_REFUSAL}, so the trainer does not record one: leave "
                 "the graph out (cuda_graph=False) or choose another precision"
             )
-        if (
-            self.fused_adam
-            and self.device_type == "cpu"
-            and version_tuple(self.torch_version) < (2, 4)
-        ):
+        if self.fused_adam and cpu and version_tuple(self.torch_version) < (2, 4):
             raise ValueError(
                 f"torch {self.torch_version} has no fused Adam on a CPU (torch 2.4 "
                 "added it)"

@@ -1,14 +1,7 @@
-"""Where a run computes, what the device is, and the 16-bit formats around the step.
-
-* :func:`resolve_device` turns ``"auto"``/``"cpu"``/``"cuda"``/``"cuda:N"`` into a
-  device, with a clear error when a GPU is asked for and none is there;
-* :func:`device_name` describes it for the records every run keeps;
-* :func:`device_capability` reads a GPU's compute capability, from which the run's plan
-  (:mod:`capsnotes.fast.plan`) chooses its format;
-* :class:`Autocast` runs a model's forward pass in bf16 or float16, and
-  :func:`loss_scaling` gives an objective and an optimizer float16's loss scaling: the
-  trainer hands them to :func:`capsnotes.training.step.training_step` in place of the
-  plain ones, which leaves the step itself as the paper's.
+"""Where a run computes, what the device is, and the 16-bit formats around the step:
+:class:`Autocast` and :func:`loss_scaling` wrap the model, the objective and the
+optimizer that the trainer hands to :func:`capsnotes.training.step.training_step`,
+which leaves the step itself as the paper's.
 """
 
 from __future__ import annotations
@@ -59,9 +52,8 @@ def device_name(device: torch.device | str) -> str:
 def device_capability(device: torch.device) -> tuple[int, int] | None:
     """The compute capability of a CUDA device, e.g. ``(7, 5)`` for a T4; None for any
     other device."""
-    if device.type != "cuda":
-        return None
-    return tuple(torch.cuda.get_device_capability(device))
+    cuda = device.type == "cuda"
+    return tuple(torch.cuda.get_device_capability(device)) if cuda else None
 
 
 class Autocast(nn.Module):
@@ -81,9 +73,7 @@ class Autocast(nn.Module):
 
 class ScaledOptimizer:
     """An optimizer whose ``step()`` unscales the gradients, skips a step whose
-    gradients overflowed and updates the scale (``GradScaler.step`` and ``update``); its
-    parameter groups and ``zero_grad`` are the optimizer's. Made by
-    :func:`loss_scaling`."""
+    gradients overflowed and updates the scale (``GradScaler.step`` and ``update``)."""
 
     def __init__(
         self, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler

@@ -1,18 +1,15 @@
 """Routing by agreement, computed faster: the same values and gradients as
-:func:`capsnotes.dynamic_routing` (tested in float64), with the votes laid out parents
-first and a backward derived by hand.
+:func:`capsnotes.dynamic_routing` (tested in float64). Hand-written: torch fuses neither
+the loop nor its backward.
 
-* Layout: :func:`~capsnotes.dynamic_routing` keeps the paper's ``[batch, child, parent,
-  dim]``, so both sums over the children are einsums that reorder the votes on every
-  pass. Here the votes are laid out ``[batch, parent, child, dim]`` once: for each
-  example and parent the children's votes form one matrix, and both sums are batched
-  matrix products, with the logits ``[batch, parent, child]`` beside them (the softmax
-  over the parents is then over dim 1).
-* Backward: autograd through Procedure 1 writes one votes-sized gradient per iteration
-  and adds them up; :class:`FusedRouting` collects every contribution to the gradient of
-  the votes as a rank-``(2r - 1)`` product and writes that tensor once.
-
-Hand-written: torch fuses neither the loop nor its backward.
+* Layout: the paper's ``[batch, child, parent, dim]`` makes both sums over the children
+  einsums that reorder the votes on every pass. Laid out ``[batch, parent, child, dim]``
+  once, the children's votes for each example and parent form one matrix, and both sums
+  are batched matrix products (the logits ``[batch, parent, child]``, their softmax
+  over dim 1).
+* Backward: autograd through Procedure 1 writes one votes-sized gradient per iteration;
+  :class:`FusedRouting` collects every contribution to the gradient of the votes as a
+  rank-``(2r - 1)`` product and writes that tensor once.
 """
 
 from __future__ import annotations
@@ -74,8 +71,7 @@ class FusedRouting(torch.autograd.Function):
             with torch.enable_grad():
                 s_leaf = s.detach().requires_grad_()
                 (grad_s,) = torch.autograd.grad(squash(s_leaf), s_leaf, grad_out)
-            # s_t = Σ_i c_i V_i: c receives V·gs, V receives c ⊗ gs
-            # [B, O, I]
+            # s_t = Σ_i c_i V_i: c receives V·gs ([B, O, I]), V receives c ⊗ gs
             grad_coupling = (grad_s.unsqueeze(2) @ votes.transpose(2, 3)).squeeze(2)
             weights.append(coupling)
             vectors.append(grad_s)

@@ -1,13 +1,9 @@
 """The command line, ``python -m capsnotes {train,evaluate,affine,profiles}``, made from
-dataclasses by tyro in one pass (``tyro.cli`` of a union of subcommands, as
-``tyro.extras.subcommand_cli_from_dict`` makes it, with a short description for
-``train``): each command is a dataclass whose fields are its options, documented by
-the field, and whose ``run(argv)`` does it.
-
-``train``'s profiles are subcommands of their own (``train --profile paper``, or ``train
-paper``), whose options are every field of :class:`RunOptions`, of the profile's
-:class:`~capsnotes.training.config.TrainConfig` and of its model's configuration
-(``--epochs``, ``--conv-channels``, ...), with the profile's value as the default.
+dataclasses by one ``tyro.cli``: each command is a dataclass whose fields are its
+options, documented by the field, and whose ``run(argv)`` does it. ``train``'s profiles
+are subcommands of their own (``train --profile paper``, or ``train paper``), whose
+options are the fields of :class:`RunOptions`, of the profile's ``TrainConfig`` and of
+its model's configuration, with the profile's values as the defaults.
 """
 
 from __future__ import annotations
@@ -110,17 +106,14 @@ def _train_command() -> type:
     optional ``--profile``."""
     auto = "paper" if torch.cuda.is_available() else "quick"
     helps = {"auto": f"the default: paper on a GPU, quick otherwise (here: {auto})"}
-    helps |= {
-        name: f"the {name} profile: {text}" for name, text in PROFILE_HELP.items()
-    }
+    helps |= {p: f"the {p} profile: {text}" for p, text in PROFILE_HELP.items()}
+    unset = RunOptions(out=tyro.MISSING)  # --out has no default
     profiles = [
         Annotated[
             Profile,
             tyro.conf.subcommand(
                 name,
-                default=Profile(
-                    profile, RunOptions(out=tyro.MISSING), PROFILES[profile]
-                ),
+                default=Profile(profile, unset, PROFILES[profile]),
                 description=helps[name],
                 prefix_name=False,
                 is_default=name == "auto",
@@ -136,7 +129,7 @@ def _train_command() -> type:
             ("profile", Annotated[bool, tyro.conf.FlagCreatePairsOff, marker], False),
         ],
         frozen=True,
-        namespace={"run": _run_train},
+        namespace={"run": _run_train, "__doc__": TRAIN_HELP},
     )
 
 
@@ -192,9 +185,8 @@ class Evaluate:
         _, test_data = load_run_data(config, device, self.data_root)
         scores = evaluate(model.to(device), test_data, config.objective)
         scores |= {"checkpoint": str(checkpoint.path), "dataset": config.dataset}
-        print(
-            json.dumps(scores | {"epoch": checkpoint.metadata.get("epoch")}, indent=1)
-        )
+        scores["epoch"] = checkpoint.metadata.get("epoch")
+        print(json.dumps(scores, indent=1))
         return 0
 
 
@@ -221,23 +213,20 @@ class Affine:
 
     def run(self, argv: Sequence[str]) -> int:
         device = resolve_device(self.device)
-        models, facts = {}, {}
-        for role, name in (("capsnet", self.capsnet), ("cnn", self.cnn)):
-            model, history = load_pretrained(name, device)
-            models[role] = model
-            facts[role] = {
-                "pretrained": name,
-                "parameters": sum(p.numel() for p in model.parameters()),
-                "trained_test_accuracy": history["epochs"][-1]["test_accuracy"],
-            }
+        names = {"capsnet": self.capsnet, "cnn": self.cnn}
+        shipped = {role: load_pretrained(name, device) for role, name in names.items()}
+        models = {role: model for role, (model, _) in shipped.items()}
         test_set = load_dataset("mnist", False, self.data_root)
         record = robustness(
             models, test_set, seed=self.seed, sweep_size=self.sweep_size
         )
-        for role in models:
-            record["models"][role] |= facts[role]
-            record[f"{role}_accuracy"] = record["models"][role]["affine_accuracy"]
-            record[f"{role}_plain_accuracy"] = record["models"][role]["plain_accuracy"]
+        for role, (model, history) in shipped.items():
+            scores = record["models"][role]
+            scores["pretrained"] = names[role]
+            scores["parameters"] = sum(p.numel() for p in model.parameters())
+            scores["trained_test_accuracy"] = history["epochs"][-1]["test_accuracy"]
+            record[f"{role}_accuracy"] = scores["affine_accuracy"]
+            record[f"{role}_plain_accuracy"] = scores["plain_accuracy"]
         record["device"] = device_name(device)
         record["command"] = "python -m capsnotes " + shlex.join(argv)
         write_json(self.out, record)
@@ -268,15 +257,9 @@ def parse(argv: Sequence[str]) -> Any:
             f"({TYRO_ERROR}): pip install tyro (on a machine without a network, carry "
             "its wheels: benchmarks/gpu_wheels.sh)"
         )
-    commands = {
-        "train": (_train_command(), TRAIN_HELP),
-        "evaluate": (Evaluate, None),
-        "affine": (Affine, None),
-        "profiles": (Profiles, None),
-    }
-    choices = [
-        Annotated[kind, tyro.conf.subcommand(name, description=text, prefix_name=False)]
-        for name, (kind, text) in commands.items()
+    choices = [  # each command named by its class, described by its docstring
+        Annotated[kind, tyro.conf.subcommand(kind.__name__.lower(), prefix_name=False)]
+        for kind in (_train_command(), Evaluate, Affine, Profiles)
     ]
     return tyro.cli(
         Union[tuple(choices)],  # noqa: UP007 (a Union of a list)

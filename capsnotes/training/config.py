@@ -2,19 +2,9 @@
 profiles.
 
 Every field carries its documentation, from which the command line builds its options
-(``python -m capsnotes train --help``), and every field is checked when a configuration
-is made, so a bad value fails before anything is loaded or trained.
-
-Profiles:
-
-* ``quick`` — a 2-core CPU: real MNIST, a subset, about a minute.
-* ``paper`` — the paper's setting: all 60,000 training images with shifts, 100 epochs.
-* ``cnn`` — the CPU-sized baseline CNN of :mod:`capsnotes.experiments.convnet` on all
-  of MNIST.
-* ``paper-cnn`` — the paper's 35.4M-parameter baseline CNN.
-* ``multimnist`` — two overlapping digits (:mod:`capsnotes.experiments.multimnist`) at
-  the width a 2-core CPU trains in hours.
-* ``multimnist-cnn`` — the baseline CNN of ``cnn`` on the same pairs.
+(``python -m capsnotes train --help``, which describes each profile too), and every
+field is checked when a configuration is made, so a bad value fails before anything is
+loaded or trained.
 """
 
 from __future__ import annotations
@@ -57,9 +47,8 @@ class Architecture:
     objective: Callable[..., Loss]
 
 
-#: The models, by the name a configuration uses. ``capsnet-pairs`` and ``cnn-pairs``
-#: read MultiMNIST (:data:`PAIRED`): the trainer makes pairs of the dataset's digits,
-#: and a batch carries each digit alone too.
+#: The models, by the name a configuration uses (:data:`PAIRED`: a batch of MultiMNIST
+#: carries each digit alone too).
 ARCHITECTURES: dict[str, Architecture] = {
     "capsnet": Architecture(
         CapsNetConfig,
@@ -166,11 +155,8 @@ class TrainConfig:
             ("weight_averaging", "[0, 1)", lambda x: 0 <= x < 1),
         ):
             value = getattr(self, name)
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, int | float)
-                or not valid(value)
-            ):
+            number = isinstance(value, int | float) and not isinstance(value, bool)
+            if not number or not valid(value):
                 raise ValueError(f"{name} must lie in {interval}, got {value!r}")
         if not isinstance(self.mixed_precision, bool):
             raise TypeError(
@@ -228,22 +214,14 @@ def load_run_data(
     train_set = train_set.subset(config.train_size, config.seed)
     test_set = test_set.subset(config.test_size, seed=0)
     if config.canvas is not None:
-        train_set, test_set = (
-            train_set.padded(config.canvas),
-            test_set.padded(config.canvas),
-        )
-    model = config.model
+        train_set, test_set = (s.padded(config.canvas) for s in (train_set, test_set))
+    model, images = config.model, tuple(train_set.images.shape[1:])
     expected = (model.in_channels, model.image_size, model.image_size)
-    if (
-        tuple(train_set.images.shape[1:]) != expected
-        or len(train_set.classes) != model.num_classes
-    ):
+    if images != expected or len(train_set.classes) != model.num_classes:
         raise ValueError(
-            f"dataset {config.dataset!r} has images "
-            f"{tuple(train_set.images.shape[1:])} and "
+            f"dataset {config.dataset!r} has images {images} and "
             f"{len(train_set.classes)} classes, but the model expects images "
-            f"{expected} and "
-            f"{model.num_classes} classes"
+            f"{expected} and {model.num_classes} classes"
         )
     return train_set.to(device), test_set.to(device)
 
@@ -258,8 +236,7 @@ PROFILES: dict[str, TrainConfig] = {
         lr_decay=0.9,
     ),
     "paper": TrainConfig(epochs=100, batch_size=128, max_shift=2, lr_decay=0.955),
-    # 1.25M parameters: 5×5 convolutions of 32, 64 and 64 channels, 2×2 pooling after
-    # the first two, then the paper's 328 and 192 units and dropout
+    # the CPU-sized baseline: 1.25M parameters, the paper's dense layers and dropout
     "cnn": TrainConfig(
         architecture="cnn",
         epochs=12,
@@ -274,8 +251,7 @@ PROFILES: dict[str, TrainConfig] = {
         lr_decay=0.955,
         model=ConvNetConfig(),
     ),
-    # the book's MultiMNIST model: 60,000 new pairs per epoch on the 36×36 canvas, each
-    # digit shifted by up to 4 pixels, 128 channels and 16 capsule types (chapter 11)
+    # the book's MultiMNIST model (chapter 11): 60,000 new pairs every epoch
     "multimnist": TrainConfig(
         architecture="capsnet-pairs",
         epochs=25,
@@ -284,8 +260,7 @@ PROFILES: dict[str, TrainConfig] = {
         lr_decay=0.95,
         model=CapsNetConfig(image_size=36, conv_channels=128, primary_channels=16),
     ),
-    # the baseline CNN on the same pairs: the cnn profile's layers on the 36×36 canvas,
-    # reading the two largest of ten sigmoid scores
+    # the cnn profile's layers on the same pairs, reading the two largest scores
     "multimnist-cnn": TrainConfig(
         architecture="cnn-pairs",
         epochs=25,
@@ -298,9 +273,8 @@ PROFILES: dict[str, TrainConfig] = {
 
 
 def profile(name: str, **overrides: Any) -> TrainConfig:
-    """The predefined configuration ``name`` with some fields replaced; ``model`` may be
-    a dict of the model's fields to replace (e.g. ``model={"routing_iterations":
-    1}``)."""
+    """The profile ``name`` with some fields replaced; ``model`` may be a dict of the
+    model's fields to replace (``model={"routing_iterations": 1}``)."""
     if name not in PROFILES:
         raise ValueError(
             f"unknown profile {name!r}; expected one of {sorted(PROFILES)}"

@@ -21,17 +21,11 @@ def evaluate(
     batch_size: int = 500,
     return_outputs: bool = False,
 ) -> dict[str, Any]:
-    """The fraction of ``data`` that ``model`` gets right, in evaluation mode (a
-    CapsNet's decoder sees the capsule of the prediction, as at test time).
-
-    ``data`` is an :class:`~capsnotes.data.ImageSet` or MultiMNIST's pairs: anything
-    with ``batches(batch_size)`` yielding ``(images, labels, ...)``. With ``objective``
-    (``objective(output, *batch) -> Loss``, as :meth:`TrainConfig.objective
-    <capsnotes.training.config.TrainConfig.objective>`), also the mean of each loss
-    term. With ``return_outputs``, also the model's outputs for every image, on the CPU,
-    but for the reconstructions (a CapsNet's ``capsules``, ``lengths`` and
-    ``predictions``).
-    """
+    """The fraction of ``data`` (anything with ``batches(batch_size)`` yielding
+    ``(images, labels, ...)``) that ``model`` gets right, in evaluation mode. With
+    ``objective`` (``objective(output, *batch) -> Loss``), also the mean of each loss
+    term; with ``return_outputs``, also the model's outputs for every image but the
+    reconstructions, on the CPU."""
     if objective is not None and not callable(objective):
         raise TypeError(
             f"objective must be a function of (output, *batch), got {objective!r}"
@@ -46,20 +40,15 @@ def evaluate(
     for batch in data.to(device).batches(batch_size):
         images, labels = batch[0], batch[1]
         output = model(images)
-        right += (
-            (output.predictions == labels).reshape(len(labels), -1).all(dim=1).sum()
-        )
+        right += (output.predictions == labels).reshape(len(labels), -1).all(1).sum()
         if objective is not None:
             for name, value in objective(output, *batch).terms.items():
                 totals[name] = totals.get(name, 0) + value * len(labels)
         if return_outputs:
             for name, value in output._asdict().items():
                 if name != "reconstructions":
-                    kept.setdefault(name, []).append(
-                        value.float().cpu()
-                        if value.is_floating_point()
-                        else value.cpu()
-                    )
+                    value = value.float() if value.is_floating_point() else value
+                    kept.setdefault(name, []).append(value.cpu())
     model.train(was_training)
     count = len(data)
     result: dict[str, Any] = {"accuracy": right.item() / count, "count": count}

@@ -1,20 +1,13 @@
 """The book's trained models, shipped inside the package.
 
-Training the paper's model takes hours on a CPU, so the chapters do not: they load the
-weights that ``python -m capsnotes train ...`` produced once, stored in
-``capsnotes/training/weights/`` and installed with the package. Each model is two files:
+Training the paper's model takes hours on a CPU, so the chapters load the weights that
+``python -m capsnotes train ...`` produced once, stored in ``weights/`` beside this
+module. Each model is two files, written by ``tools/ship_pretrained.py``:
 
-* ``<name>.safetensors`` — the weights, in the checkpoint format of
-  :mod:`capsnotes.training.checkpoint` (verified by the SHA-256 of its tensors when
-  read), stored as float16 to halve the download; :func:`load_pretrained` returns them
-  as float32.
-* ``<name>.json`` — the provenance record: the exact command, profile and overrides,
-  seed, device, torch version, wall time and the whole per-epoch history of the run,
-  plus the SHA-256 of the weights file it belongs to and the accuracy of the stored
-  weights measured after loading.
-
-``tools/ship_pretrained.py`` (:func:`save_pretrained` there) writes both from a finished
-training run.
+* ``<name>.safetensors`` — the weights in the checkpoint format, stored as float16 to
+  halve the download;
+* ``<name>.json`` — the provenance record: the run's command, configuration and whole
+  history, plus the SHA-256 of the weights file and the accuracy of the stored weights.
 """
 
 from __future__ import annotations
@@ -42,7 +35,7 @@ PRETRAINED: dict[str, str] = {
 }
 
 
-def pretrained_files(name: str, folder: Path | None = None) -> tuple[Path, Path]:
+def pretrained_files(name: str, folder: str | Path | None = None) -> tuple[Path, Path]:
     """The weights file and the provenance record of the model ``name``: one of the
     shipped models (:data:`PRETRAINED`), or with ``folder`` any model stored there."""
     if not isinstance(name, str) or (folder is None and name not in PRETRAINED):
@@ -59,31 +52,13 @@ def load_pretrained(
     *,
     folder: str | Path | None = None,
 ) -> tuple[nn.Module, dict[str, Any]]:
-    """The shipped trained model ``name`` and the history of the run that made it.
-
-    Args:
-        name: one of :data:`PRETRAINED`.
-        device: where to put the model (default: the CPU).
-        folder: where the files are (default: ``capsnotes/training/weights``).
-
-    Returns:
-        ``(model, history)``: the model (a plain :class:`~capsnotes.CapsNet` with the
-        reference implementations, a
-        :class:`~capsnotes.experiments.multimnist.PairedCapsNet`, or a
-        :class:`~capsnotes.experiments.convnet.ConvNet`) in float32 and evaluation mode,
-        and the provenance record, in which ``history["epochs"][-1]["test_accuracy"]``
-        is the run's final accuracy (a fraction) on all 10,000 test images and
-        ``history["shipped"]`` describes the stored weights.
-
-    Raises:
-        ValueError: unknown ``name``, or the files are damaged, do not belong together,
-        or
-            do not fit the model they describe.
-        FileNotFoundError: a file is missing; the message names it.
-    """
-    weights_path, record_path = pretrained_files(
-        name, None if folder is None else Path(folder)
-    )
+    """The shipped model ``name`` (:data:`PRETRAINED`; from ``folder`` if given), in
+    float32 and evaluation mode on ``device`` (default: the CPU), with the reference
+    implementations, and the provenance record of the run that made it, in which
+    ``history["epochs"][-1]["test_accuracy"]`` is its final accuracy on all 10,000 test
+    images. Raises ``FileNotFoundError`` for a missing file and ``ValueError`` for files
+    that are damaged, do not belong together or do not fit their model."""
+    weights_path, record_path = pretrained_files(name, folder)
     for path in (weights_path, record_path):
         if not path.is_file():
             raise FileNotFoundError(
@@ -94,27 +69,19 @@ def load_pretrained(
         history = json.loads(record_path.read_text())
         expected_sha = history["shipped"]["sha256"]
         config = TrainConfig.from_dict(history["train_config"])
-    except (
-        json.JSONDecodeError,
-        UnicodeDecodeError,
-        KeyError,
-        TypeError,
-        ValueError,
-    ) as error:
+    except (KeyError, TypeError, ValueError) as error:  # ValueError: bad JSON, too
         raise ValueError(
             f"{record_path} is not a readable provenance record: {error}"
         ) from None
     if file_sha256(weights_path) != expected_sha:
         raise ValueError(
             f"{weights_path} does not match its record {record_path.name} (SHA-256 "
-            "differs): "
-            "the file is damaged or comes from another run"
+            "differs): the file is damaged or comes from another run"
         )
     # checks the format and the tensor digest
     checkpoint = load_checkpoint(weights_path)
     model = build_model(config)
     state = {key: value.float() for key, value in checkpoint.model_state.items()}
-    load_model_state(
-        model, state, f"{weights_path} (with its record {record_path.name})"
-    )
+    source = f"{weights_path} (with its record {record_path.name})"
+    load_model_state(model, state, source)
     return model.to("cpu" if device is None else device).eval(), history

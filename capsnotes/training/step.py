@@ -1,19 +1,7 @@
-"""One training step, the whole of the training math on one page.
-
-::
-
-    output = model(images, labels)            # the decoder sees the label's capsule
-    loss = objective(output, images, labels)  # margin loss + 0.0005 · SSE
-    loss.total.backward()                     # gradients
-    optimizer.step()                          # Adam
-
-:func:`training_step` is that step. :class:`TrainingStep` binds it to a model, an
-optimizer and an objective, so that the trainer calls ``step(batch)``, and then updates
-the run's moving average of the weights, if it keeps one (:class:`WeightAverage`). How
-the trainer makes the same step faster wraps its parts and leaves the step as it is: a
-model whose forward pass runs in 16 bits, an objective and an optimizer that scale
-float16's loss (:mod:`capsnotes.fast.precision`); the step recorded as a CUDA graph
-(:mod:`capsnotes.fast.graphs`).
+"""One training step, the whole of the training math on one page: :func:`training_step`.
+:class:`TrainingStep` is what the trainer calls. How the trainer makes the same step
+faster wraps its parts and leaves the step as it is (:mod:`capsnotes.fast.precision`,
+:mod:`capsnotes.fast.graphs`).
 """
 
 from __future__ import annotations

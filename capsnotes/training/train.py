@@ -7,23 +7,12 @@ them (the model, its objective, its data) comes from the configuration.
     config ─► plan_for(config, device, ...) ─► build_run ─► run.model, run.optimizer,
               run.scheduler, run.average, run.step(batch)
     train(config, out_dir): for each epoch, for each batch, run.step(batch); test; save
-
-``train`` writes ``out_dir/history.json`` (every epoch: losses, train and test accuracy,
-seconds, images/s; every call: the device, the command, how the run computed) and
-``out_dir/checkpoint.safetensors`` after every epoch, and resumes from that checkpoint
-when called again with the same configuration. The history is in both on purpose: the
-checkpoint carries the history of exactly the epochs its weights have seen.
-:class:`RunHistory` keeps both, beside the loop.
-
-How a run computes is decided by one function, :func:`capsnotes.fast.plan.plan_run`
-(the fused routing on every device; on a CPU, the convolutions and precision that train
-a real batch fastest; on a GPU, its 16-bit format and, outside float16, the step
-recorded as a CUDA graph); :func:`build_run` builds what the plan says.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -100,15 +89,12 @@ class TrainingRun:
     def load(self, checkpoint: Checkpoint) -> None:
         """Continue from ``checkpoint``: weights, average, Adam's state (in the Adam
         this run built), the schedule, and float16's loss scale."""
-        load_model_state(self.model, checkpoint.model_state, checkpoint.path)
+        path = checkpoint.path
+        load_model_state(self.model, checkpoint.model_state, path)
         if self.average is not None:
             if checkpoint.average_state is None:
-                raise ValueError(
-                    f"{checkpoint.path} has no averaged weights to resume from"
-                )
-            load_model_state(
-                self.average.model, checkpoint.average_state, checkpoint.path
-            )
+                raise ValueError(f"{path} has no averaged weights to resume from")
+            load_model_state(self.average.model, checkpoint.average_state, path)
         load_optimizer_state(self.optimizer, checkpoint.optimizer_state)
         self.scheduler.load_state_dict(checkpoint.scheduler_state)
         if self.scaler is not None and checkpoint.scaler_state:
@@ -124,33 +110,21 @@ def plan_for(
     kept: dict[str, Any] | None = None,
     **choices: Any,
 ) -> Plan:
-    """The plan a run of ``config`` computes with on ``device``, finished here:
-
-    1. the rules of :func:`~capsnotes.fast.plan.plan_run` for the device's type and
-       compute capability and this torch (``reference``: the paper's code, float32);
-    2. the choices the caller fixes (``choices``, :data:`~capsnotes.fast.plan.CHOICES`),
-       or those a resumed run ``kept`` from its last session on this device (another
-       convolution or precision would change its results);
-    3. on a CPU, the choices still open timed on a real batch, ``sample()``, and the
-       fastest taken (:mod:`capsnotes.fast.cpu`); the timings are kept in the plan.
-       Without ``sample`` they keep the rules' defaults.
-    """
+    """The plan a run of ``config`` computes with on ``device``: the rules of
+    :func:`~capsnotes.fast.plan.plan_run` (``reference``: the paper's code, float32);
+    then the caller's ``choices``, or those a resumed run ``kept`` from its last session
+    on this device; then, on a CPU, the fastest of the choices still open, timed on a
+    real batch ``sample()`` (without one, the rules' defaults), the timings kept."""
     device = resolve_device(device)
-    plan = plan_run(
-        config,
-        device.type,
-        device_capability(device),
-        torch.__version__,
-        reference=reference,
-    )
+    plan = plan_run(config, device.type, device_capability(device), reference=reference)
     plan = plan.with_choices(**((kept if not reference else None) or choices))
     if not plan.timed or sample is None:
         return plan
-    rates = None
-    precisions = [plan.precision]
+    precisions, timings = [plan.precision], {}
     if "precision" in plan.timed:  # bf16 is timed only where its products are fast
         rates = cpu_matmul_rates()
         precisions = ["float32", "bfloat16"][: 1 + (rates.speedup >= BF16_SPEEDUP)]
+        timings["matmul_gflops"] = dataclasses.asdict(rates)
     timed = "convolution" in plan.timed
     choice = choose_cpu_implementation(
         lambda: build_model(config),
@@ -160,20 +134,15 @@ def plan_for(
         precisions=precisions,
     )
     made = {name: getattr(choice, name) for name in plan.timed}
-    timings = {"step_seconds": choice.seconds}
-    if rates is not None:
-        timings["matmul_gflops"] = dataclasses.asdict(rates)
+    timings = {"step_seconds": choice.seconds} | timings
     return dataclasses.replace(plan.with_choices(**made), timings=timings)
 
 
 def build_optimizer(
     parameters: Iterable[nn.Parameter], config: TrainConfig, plan: Plan
 ) -> torch.optim.Adam:
-    """The Adam of a run of ``config`` for ``parameters``, built as ``plan`` says: fused
-    where the plan fuses it, and capturable (its step counts beside the parameters) for
-    a step recorded as a CUDA graph. :func:`build_run` builds its optimizer here; this
-    reads neither the parameters' device nor any other, so a test can build the Adam of
-    a GPU's plan on a CPU."""
+    """The Adam of a run of ``config``, fused and capturable as ``plan`` says. It reads
+    no device, so that a test can build a GPU plan's Adam on a CPU."""
     return torch.optim.Adam(
         parameters,
         lr=config.learning_rate,
@@ -190,8 +159,7 @@ def build_run(
     """The model, optimizer, schedule, average and step of a run of ``config``, built
     as ``plan`` says (default: :func:`plan_for` ``device``, untimed)."""
     device = resolve_device(device)
-    if plan is None:
-        plan = plan_for(config, device)
+    plan = plan or plan_for(config, device)
     if plan.device_type != device.type:
         raise ValueError(
             f"a plan for {plan.device_type} cannot build a run on {device}"
@@ -202,9 +170,8 @@ def build_run(
     model = model.to(device)
     optimizer = build_optimizer(model.parameters(), config, plan)
     scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=config.lr_decay)
-    average = None
-    if config.weight_averaging:
-        average = WeightAverage(model, config.weight_averaging)
+    decay = config.weight_averaging
+    average = WeightAverage(model, decay) if decay else None
     # the parts of the step, wrapped as the plan says: the model compiled, its forward
     # pass in 16 bits, the objective and Adam scaling float16's loss
     stepped = torch.compile(model) if plan.compile else model
@@ -244,16 +211,13 @@ def train(
     checkpoint_every: int = 1,
     implementation: dict[str, Any] | None = None,
 ) -> TrainResult:
-    """Train a model with ``config``, saving into ``out_dir`` after every epoch.
-
-    ``resume`` continues from ``out_dir``'s checkpoint, which must come from the same
-    configuration but for a larger ``epochs`` (an extended run trains exactly as a
-    longer one would have). ``fast``: the fast paths (:func:`plan_for`);
-    ``implementation`` fixes choices of the plan (e.g. ``{"convolution": "native"}``)
-    instead of timing them. ``provenance`` (e.g. the command) is kept in the history;
-    ``on_epoch_end`` gets each epoch's record; the checkpoint is written every
-    ``checkpoint_every`` epochs and after the last.
-    """
+    """Train a model with ``config``, saving into ``out_dir`` after every epoch (the
+    checkpoint every ``checkpoint_every`` epochs and after the last; ``provenance``,
+    e.g. the command, in the history). ``resume`` continues from ``out_dir``'s
+    checkpoint, which must come from the same configuration but for a larger ``epochs``
+    (an extended run trains exactly as a longer one would have). ``fast``: the fast
+    paths; ``implementation`` fixes choices of the plan instead of timing them (e.g.
+    ``{"convolution": "native"}``)."""
     checks.integer("checkpoint_every", checkpoint_every, minimum=1)
     device = resolve_device(device)
     log = RunHistory(Path(out_dir), config, device, provenance, resume)
@@ -270,7 +234,8 @@ def train(
         **(implementation or {}),
     )
     run = build_run(config, device, plan)
-    log.resume(run)  # weights, Adam, schedule and loss scale from the checkpoint
+    if log.checkpoint is not None:  # weights, Adam, schedule and loss scale
+        run.load(log.checkpoint)
     for epoch in log.epochs_to_train():
         record = _train_epoch(run, train_data, epoch, progress)
         run.scheduler.step()
@@ -291,29 +256,21 @@ def estimate_run(
 ) -> dict[str, Any]:
     """How long the training epochs of a run of ``config`` take on ``device``, from
     ``steps`` steps of the run :func:`train` builds there, timed after five that are
-    not (in which a CPU makes its choice and a GPU records its graph): the seconds per
-    step, and per epoch and for the whole run's epochs (their tests come on top), with
-    the run's plan. Nothing is saved."""
+    not (a CPU makes its choice, a GPU records its graph). Nothing is saved."""
     checks.integer("steps", steps, minimum=1)
-    device = resolve_device(device)
+    device, size = resolve_device(device), config.batch_size
     train_data, _ = load_run_data(config, device, data_root)
-    if len(train_data) < config.batch_size:
-        raise ValueError(
-            f"estimate_run needs at least one batch of {config.batch_size} images"
-        )
-    sample = lambda: next(train_data.batches(config.batch_size))  # noqa: E731
+    if len(train_data) < size:
+        raise ValueError(f"estimate_run needs at least one batch of {size} images")
+    sample = lambda: next(train_data.batches(size))  # noqa: E731
     run = build_run(config, device, plan_for(config, device, sample=sample))
     generator = torch.Generator(device=device).manual_seed(config.seed)
-
-    def full_batches() -> Any:
-        while True:
-            for batch in train_data.batches(
-                config.batch_size, True, config.max_shift, generator
-            ):
-                if len(batch[0]) == config.batch_size:
-                    yield batch
-
-    batches = full_batches()
+    batches = (  # epoch after epoch, full batches only
+        batch
+        for _ in itertools.count()
+        for batch in train_data.batches(size, True, config.max_shift, generator)
+        if len(batch[0]) == size
+    )
     run.model.train()
     for _ in range(5):
         stats = run.step(next(batches))
@@ -323,7 +280,7 @@ def estimate_run(
         stats = run.step(next(batches))
     stats["correct"].item()
     step_seconds = (time.perf_counter() - started) / steps
-    per_epoch = -(-len(train_data) // config.batch_size)
+    per_epoch = -(-len(train_data) // size)
     return {
         "seconds_per_step": step_seconds,
         "steps_per_epoch": per_epoch,
@@ -334,10 +291,10 @@ def estimate_run(
 
 
 class RunHistory:
-    """A run's history (``history.json``, and the copy in its checkpoint): the record
-    of every epoch, and of every call of :func:`train` that trained (a *session*) its
-    seconds, device, versions, provenance and plan. Its ``device`` names every device
-    the run trained on; ``torch`` and ``capsnotes`` are its first session's."""
+    """A run's history, in ``history.json`` and in the checkpoint (which so carries the
+    history of exactly the epochs its weights have seen): every epoch's record, and
+    every *session*'s (call of :func:`train` that trained) seconds, device, versions,
+    provenance and plan. Its ``device`` names every device the run trained on."""
 
     def __init__(
         self,
@@ -355,8 +312,8 @@ class RunHistory:
             "capsnotes": __version__,
             "provenance": provenance or {},
         }
-        path = out_dir / "checkpoint.safetensors"
-        self.checkpoint = checkpoint_to_resume(path, config) if resume else None
+        self.path = out_dir / "checkpoint.safetensors"
+        self.checkpoint = checkpoint_to_resume(self.path, config) if resume else None
         if self.checkpoint is None:
             self.history: dict[str, Any] = {
                 "train_config": config.to_dict(),
@@ -384,11 +341,6 @@ class RunHistory:
         keys = ("routing", "convolution", "precision")
         return {key: last[key] for key in keys if key in last}
 
-    def resume(self, run: TrainingRun) -> None:
-        """Continue ``run`` from the checkpoint, if the run has one."""
-        if self.checkpoint is not None:
-            run.load(self.checkpoint)
-
     def add(self, record: dict[str, Any], details: dict[str, Any]) -> None:
         """Add an epoch's record; the session's first also starts the session."""
         history = self.history
@@ -408,20 +360,14 @@ class RunHistory:
         """Write ``history.json``, after the checkpoint when one is due: every
         ``checkpoint_every`` epochs of this session, and after the last epoch."""
         epoch = len(self.history["epochs"])
-        if (
-            epoch == self.config.epochs
-            or (epoch - self.done_before) % checkpoint_every == 0
-        ):
+        due = (epoch - self.done_before) % checkpoint_every == 0
+        if due or epoch == self.config.epochs:
             metadata = {
                 "train_config": self.config.to_dict(),
                 "epoch": epoch,
                 "history": self.history,
             }
-            save_checkpoint(
-                self.out_dir / "checkpoint.safetensors",
-                metadata=metadata,
-                **run.state(),
-            )
+            save_checkpoint(self.path, metadata=metadata, **run.state())
         write_json(self.out_dir / "history.json", self.history)
 
 
@@ -434,9 +380,8 @@ def checkpoint_to_resume(path: Path, config: TrainConfig) -> Checkpoint | None:
     before = TrainConfig.from_dict(checkpoint.metadata["train_config"])
     if dataclasses.replace(before, epochs=config.epochs) != config:
         raise ValueError(
-            f"{path} comes from a different configuration; "
-            "train into another folder, or pass resume=False (--no-resume) to start "
-            "over"
+            f"{path} comes from a different configuration; train into another folder, "
+            "or pass resume=False (--no-resume) to start over"
         )
     done = len(checkpoint.metadata["history"]["epochs"])
     if config.epochs < done:
@@ -458,22 +403,17 @@ def _train_epoch(
     run: TrainingRun, data: Any, epoch: int, progress: bool
 ) -> dict[str, Any]:
     """One pass over ``data``. Nothing is read back from the device until the end."""
-    config = run.config
+    config, device = run.config, next(run.model.parameters()).device
     run.model.train()
-    device = next(run.model.parameters()).device
-    generator = torch.Generator(device=device).manual_seed(
-        epoch_seed(config.seed, epoch)
-    )
+    seed = epoch_seed(config.seed, epoch)
+    generator = torch.Generator(device=device).manual_seed(seed)
     learning_rate = run.optimizer.param_groups[0]["lr"]
     stats: list[torch.Tensor] = []  # per step: the loss terms, then the right answers
     started = time.perf_counter()
-    shuffled = data.batches(
-        config.batch_size, shuffle=True, max_shift=config.max_shift, generator=generator
-    )
-    steps = -(-len(data) // config.batch_size)
+    shuffled = data.batches(config.batch_size, True, config.max_shift, generator)
     bar = tqdm(
         shuffled,
-        total=steps,
+        total=-(-len(data) // config.batch_size),
         desc=f"epoch {epoch}/{config.epochs}",
         disable=not progress,
         leave=False,
@@ -498,23 +438,15 @@ def _test(run: TrainingRun, test_data: Any) -> dict[str, Any]:
     """The epoch's test scores: of the run's model and, when it keeps a moving average,
     of the trained weights themselves (``*_live``)."""
     tested_at = time.perf_counter()
-    batch_size = run.config.eval_batch_size
-    scores = evaluate(
-        run.result_model, test_data, run.config.objective, batch_size=batch_size
-    )
-    record = {
-        f"test_{name}": value for name, value in scores.items() if name != "count"
-    }
+    config, models = run.config, {"": run.result_model}
     if run.average is not None:
-        live = evaluate(
-            run.model, test_data, run.config.objective, batch_size=batch_size
+        models["_live"] = run.model
+    record = {}
+    for suffix, model in models.items():
+        scores = evaluate(
+            model, test_data, config.objective, batch_size=config.eval_batch_size
         )
-        record |= {
-            f"test_{name}_live": value
-            for name, value in live.items()
-            if name != "count"
-        }
-    return record | {
-        "test_count": scores["count"],
-        "eval_seconds": time.perf_counter() - tested_at,
-    }
+        count = scores.pop("count")
+        record |= {f"test_{name}{suffix}": value for name, value in scores.items()}
+    seconds = time.perf_counter() - tested_at
+    return record | {"test_count": count, "eval_seconds": seconds}
