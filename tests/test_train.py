@@ -11,7 +11,7 @@ import torch
 
 from capsnotes import CapsNet, CapsNetConfig, DigitCapsules
 from capsnotes.data import load_dataset
-from capsnotes.experiments.convnet import ConvNet
+from capsnotes.experiments.convnet import ConvNet, ConvNetConfig
 from capsnotes.experiments.multimnist import PairedCapsNet
 from capsnotes.fast.convolution import MatmulConv2d
 from capsnotes.fast.plan import plan_run
@@ -138,6 +138,37 @@ def test_resume_after_interruption_gives_the_same_history(
     assert without_timing(again.history) == without_timing(whole.history)
     assert again.history["sessions"] == resumed.history["sessions"]
     assert (tmp_path / "cut" / "history.json").read_text() == written
+
+
+@pytest.mark.slow
+def test_a_cnn_with_dropout_resumed_in_another_process_state_trains_the_same(mnist_root, tmp_path):
+    """Dropout draws from torch's global generator: the trainer seeds it per epoch, so
+    whatever the process drew before (here: different draws before each call), the
+    epochs train alike, resumed or not, and the caller's random state is left alone."""
+    config = TrainConfig(
+        architecture="cnn",
+        epochs=2,
+        batch_size=32,
+        train_size=128,
+        test_size=100,
+        seed=5,
+        model=ConvNetConfig(channels=(4, 4, 4), pool_after=(1, 2), hidden=(16, 8)),
+    )
+    torch.manual_seed(1)
+    whole = train(config, tmp_path / "whole", data_root=mnist_root, progress=False)
+    state = torch.random.get_rng_state()
+    first = train(
+        dataclasses.replace(config, epochs=1),
+        tmp_path / "cut",
+        data_root=mnist_root,
+        progress=False,
+    )
+    assert torch.equal(torch.random.get_rng_state(), state)  # left as it was
+    torch.manual_seed(2)
+    torch.rand(100)
+    resumed = train(config, tmp_path / "cut", data_root=mnist_root, progress=False)
+    assert without_timing(resumed.history) == without_timing(whole.history)
+    assert without_timing(first.history) == without_timing(whole.history)[:1]
 
 
 @pytest.mark.slow

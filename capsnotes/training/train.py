@@ -418,9 +418,13 @@ def _train_epoch(
         disable=not progress,
         leave=False,
     )
-    for batch in bar:
-        step_stats = run.step(batch)
-        stats.append(torch.stack([value.float() for value in step_stats.values()]))
+    # dropout (the CNN's) draws from torch's global generator: seeded by the epoch too,
+    # within fork_rng, which gives the caller back its random state afterwards
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        torch.manual_seed(seed)
+        for batch in bar:
+            step_stats = run.step(batch)
+            stats.append(torch.stack([value.float() for value in step_stats.values()]))
     columns = dict(zip(step_stats, torch.stack(stats).T.tolist()))  # the one wait
     seconds = time.perf_counter() - started
     correct = columns.pop("correct")
