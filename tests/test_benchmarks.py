@@ -218,24 +218,46 @@ def test_the_preflight_names_what_cannot_be_imported():
         check_imports(("torch", "no_such_module"))
 
 
-def test_every_gpu_session_stage_starts_with_the_preflight():
-    """The session script installs carried wheels where tyro is missing and runs the
-    preflight before its stage's `case`; the record chapter 14 reads is only written by
-    the stages that attach its training runs."""
-    import subprocess
+def test_a_gpu_machine_without_tyro_installs_the_carried_wheels_before_the_preflight(tmp_path):
+    """benchmarks/gpu_session.sh with tests/test_gpu_session.py's stand-ins, on a machine
+    whose python3 cannot import tyro: with no wheels carried in .whl/ it stops, saying
+    how to make them, before the preflight; with them it installs them, then runs it."""
+    from tests.test_gpu_session import run_session
 
-    from tests.conftest import REPO
+    no_tyro = "import tyro"  # the stand-in python3 fails what says so
+    (tmp_path / "bare").mkdir()
+    status, output, calls = run_session(tmp_path / "bare", "preflight", "t", fail_on=no_tyro)
+    assert status == 2 and "tyro is missing and .whl/ has no wheels" in output, output
+    assert not [call for call in calls if "benchmarks.preflight" in call]
+    wheels = tmp_path / "carried" / "work" / ".whl"
+    wheels.mkdir(parents=True)
+    (wheels / "tyro-1.0.14-py3-none-any.whl").write_bytes(b"")
+    status, output, calls = run_session(tmp_path / "carried", "preflight", "t", fail_on=no_tyro)
+    assert status == 0, output
+    (install,) = [i for i, call in enumerate(calls) if " pip install " in call]
+    assert "--target /tmp/site .whl/tyro-1.0.14-py3-none-any.whl" in calls[install]
+    assert install < next(i for i, c in enumerate(calls) if "benchmarks.preflight" in c)
 
-    script = (REPO / "benchmarks" / "gpu_session.sh").read_text()
-    script = script[script.index("set -euo pipefail") :]  # the commands, not the comments
-    assert subprocess.run(["bash", "-n", "benchmarks/gpu_session.sh"], cwd=REPO).returncode == 0
-    assert (
-        script.index(".whl/*.whl")
-        < script.index("benchmarks.preflight")
-        < script.index("case $stage in")
-    )
-    measure = script[script.index("measure)\n") : script.index("ablation)")]
-    assert '--record "$name-paper"' not in measure
-    for stage in ("ablation)", "seeds)"):
-        part = script[script.index(stage) :]
-        assert 'benchmarks.runs --record "$name-paper"' in part[: part.index(";;")]
+
+@pytest.mark.parametrize(("stage", "seeds"), [("ablation", 1), ("seeds", 3)])
+def test_the_stages_that_train_the_paper_model_attach_its_runs_to_its_record(
+    tmp_path, stage, seeds
+):
+    """ablation and seeds (run with the stand-ins, the training's files put where the
+    training would write them) write NAME-paper.json, the record chapter 14 reads,
+    with benchmarks.runs after the last training run, and bring it back."""
+    from tests.test_gpu_session import run_session
+
+    work = tmp_path / "work"
+    for seed in range(seeds):
+        (work / "runs" / f"paper-seed{seed}").mkdir(parents=True)
+        (work / "runs" / f"paper-seed{seed}" / "history.json").write_text("{}")
+    (work / "capsnotes" / "training" / "weights").mkdir(parents=True)
+    for shipped in ("mnist.safetensors", "mnist.json"):
+        (work / "capsnotes" / "training" / "weights" / shipped).write_text("{}")
+    status, output, calls = run_session(tmp_path, stage, "t")
+    assert status == 0, output
+    trained = [i for i, call in enumerate(calls) if "capsnotes train" in call]
+    (attached,) = [i for i, call in enumerate(calls) if "benchmarks.runs --record t-paper" in call]
+    assert len(trained) == seeds and trained[-1] < attached, calls
+    assert (tmp_path / "out" / "t-paper.json").is_file()

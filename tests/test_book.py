@@ -1,6 +1,10 @@
-"""The book: sources and notebooks in step, notebooks that read the same in Colab and
-install the commit that made their outputs, the table of contents, the README's commands,
-and (slow) a full `jupyter-book build book` from a fresh copy with warnings as errors."""
+"""The book. Three checks of the committed files: each chapter's notebook is its MyST
+source as Colab reads it; it installs the commit whose package made its outputs; the
+README's two commands, the second of which is .ci/run's last line. The rest is
+behaviour: when a notebook is stale (on a repository of the test's own), how
+tools/colab.py writes MyST as Markdown and tools/refresh_notebooks.py executes, writes
+and pins notebooks (on small inputs), and (slow) a full `jupyter-book build book` from a
+fresh copy with warnings as errors."""
 
 from __future__ import annotations
 
@@ -10,33 +14,33 @@ import html
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import grimp
 import jupytext
 import nbformat
 import pytest
-import tomllib
 import yaml
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_output
 
 from tests.book_build import build_book, fresh_copy
 from tests.conftest import REPO
+from tools import refresh_notebooks
 
 sys.path.insert(0, str(REPO / "tools"))
-from colab import References, chapters, colab_cells, glued_values, myst_left_in  # noqa: E402
+import colab  # noqa: E402  (the module tools/refresh_notebooks.py imports as colab)
+from colab import (  # noqa: E402
+    Chapter,
+    References,
+    chapters,
+    colab_cells,
+    glued_values,
+    myst_left_in,
+)
 
 BOOK = REPO / "book"
 CONFIG = yaml.safe_load((REPO / "_config.yml").read_text())
-TOC = yaml.safe_load((REPO / "_toc.yml").read_text())
-#: Chapters that train a model (or show how to on a GPU) and so ask Colab for a GPU.
-TRAINING_CHAPTERS = {"08_training", "14_training_on_a_gpu"}
 COMMIT = re.compile(r'^COMMIT = "([0-9a-f]{40})"', re.M)
-
-
-def toc_files() -> list[str]:
-    files = [TOC["root"]]
-    for part in TOC.get("parts", []):
-        files += [chapter["file"] for chapter in part["chapters"]]
-    return files
 
 
 def chapter_sources() -> list:
@@ -47,31 +51,26 @@ def notebook(source):
     return nbformat.read(source.with_suffix(".ipynb"), as_version=4)
 
 
-def test_every_toc_entry_exists_and_every_chapter_is_listed():
-    for name in toc_files():
-        assert (BOOK / f"{name}.md").is_file(), name
-    listed = set(toc_files())
-    for source in chapter_sources():
-        assert source.stem in listed, f"{source.name} is not in _toc.yml"
-
-
-def test_book_toc_is_the_top_level_one():
-    # jupyter-book looks for the table of contents in book/; it must be the real one
-    assert (BOOK / "_toc.yml").resolve() == (REPO / "_toc.yml").resolve()
+def notebook_metadata(metadata: dict) -> dict:
+    """What Colab reads of a notebook's metadata (kernel, runtime, accelerator): all but
+    jupytext's and the refresh's own records."""
+    return {k: v for k, v in metadata.items() if k not in ("jupytext", "capsnotes")}
 
 
 @pytest.mark.parametrize("source", chapter_sources(), ids=lambda p: p.stem)
 def test_the_notebook_is_its_source_as_colab_reads_it(source):
-    """Same code cells, same metadata; markdown cells as tools/colab.py writes them."""
+    """Same code cells, same metadata (the chapters that train ask Colab for a GPU there);
+    markdown cells as tools/colab.py writes them, with no MyST left for Colab to show raw."""
     paired = source.with_suffix(".ipynb")
     assert paired.is_file(), f"{paired.name} is missing: run python tools/refresh_notebooks.py"
     committed = notebook(source)
     nbformat.validate(committed)
     book = chapters()
     glued = glued_values(committed.cells)
-    expected = colab_cells(
-        jupytext.read(source).cells, book[source.stem], book, References(), glued
-    )
+    read = jupytext.read(source)
+    expected = colab_cells(read.cells, book[source.stem], book, References(), glued)
+    left = [m for c in expected if c.cell_type == "markdown" for m in myst_left_in(c.source)]
+    assert left == [], f"{source.name}: tools/colab.py leaves MyST that Colab shows raw: {left}"
 
     def cells(cells):
         return [
@@ -89,27 +88,11 @@ def test_the_notebook_is_its_source_as_colab_reads_it(source):
         f"{source.name} and {paired.name} differ: run python tools/refresh_notebooks.py "
         f"{source.stem[:2]}"
     )
+    assert notebook_metadata(committed.metadata) == notebook_metadata(read.metadata), (
+        f"{source.name} and {paired.name} have different metadata: run "
+        f"python tools/refresh_notebooks.py {source.stem[:2]}"
+    )
     assert committed.metadata["kernelspec"]["name"] == "python3"
-
-
-@pytest.mark.parametrize("source", chapter_sources(), ids=lambda p: p.stem)
-def test_no_myst_syntax_is_left_in_a_notebook(source):
-    """Colab renders Markdown, not MyST: no roles, directives, labels or targets."""
-    for cell in notebook(source).cells:
-        if cell.cell_type == "markdown":
-            assert myst_left_in(cell.source) == [], cell.source[:300]
-
-
-@pytest.mark.parametrize("source", chapter_sources(), ids=lambda p: p.stem)
-def test_every_figure_has_its_caption_as_text(source):
-    cells = notebook(source).cells
-    figures = [c for c in cells if c.metadata.get("mystnb", {}).get("figure", {}).get("caption")]
-    captions = [c for c in cells if c.cell_type == "markdown" and c.source.startswith("**Fig. ")]
-    assert len(figures) == len(captions)
-    for index, cell in enumerate(cells):
-        if cell in figures:
-            following = cells[index + 1]
-            assert following.cell_type == "markdown" and following.source.startswith("**Fig. ")
 
 
 def project_table(pyproject: str) -> str:
@@ -171,40 +154,95 @@ def module_file(module: str) -> str:
     return f"{path}/__init__.py" if (REPO / path).is_dir() else f"{path}.py"
 
 
-def stale_chapters(changed: set[str]) -> list[str]:
-    """The chapters whose outputs a change of the files ``changed`` could alter."""
-    return [
-        source.stem
-        for source in chapter_sources()
-        if package_files_used(chapter_code(source)) & changed
-        or any(f.startswith("capsnotes/training/weights/") for f in changed)
-        and "capsnotes/training/weights" in package_files_used(chapter_code(source))
-    ]
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True
+    ).stdout
 
 
-def test_a_notebook_is_stale_only_when_code_it_runs_changed():
-    """The command line is imported by no chapter: changing it re-executes nothing. The
-    squash function is run by every chapter that imports the package (its __init__ does).
-    A file of the speed wing re-executes only the chapters whose imports reach it."""
-    assert stale_chapters({"capsnotes/training/cli.py"}) == []
-    assert stale_chapters({"capsnotes/squash.py"}) == [
-        s.stem for s in chapter_sources() if package_files_used(chapter_code(s))
-    ]
-    used = package_files_used("from capsnotes.data import load_dataset")
-    assert {"capsnotes/data/__init__.py", "capsnotes/__init__.py", "capsnotes/squash.py"} <= used
-    assert "capsnotes/training/cli.py" not in used and "capsnotes/fast/cpu.py" not in used
-    assert "book/capsbook/display.py" in package_files_used("import capsbook.display")
-    speed = {"capsnotes/fast/cpu.py"}
-    for source in chapter_sources():
-        reaches = "capsnotes/fast/cpu.py" in package_files_used(chapter_code(source))
-        assert (source.stem in stale_chapters(speed)) == reaches
-    assert "capsnotes/fast/cpu.py" not in package_files_used("from capsnotes import CapsNet")
+def changed_since(commit: str, code: str, repo: Path = REPO) -> str:
+    """What of the package that the chapter ``code`` runs has changed in ``repo`` since
+    ``commit`` (git's --stat of those files, and a line where pyproject.toml's [project]
+    table changed): empty while the outputs that ``commit`` made still hold. What a reader
+    installs is the package and the requirements in its [project] table; pytest's
+    settings and the extras do not change a chapter's outputs."""
+    used = sorted(package_files_used(code))
+    changed = git(repo, "diff", "--stat", commit, "--", *used) if used else ""
+    pinned = git(repo, "show", f"{commit}:pyproject.toml")
+    if project_table(pinned) != project_table((repo / "pyproject.toml").read_text()):
+        changed += "pyproject.toml: the [project] table (name, version, requirements)\n"
+    return changed
+
+
+def make_repository(repo: Path, files: dict[str, str]) -> str:
+    """A git repository at ``repo`` holding ``files`` (path -> text) in one commit, whose
+    hash it returns."""
+    for name, text in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    git(repo, "init", "-q")
+    git(repo, "add", ".")
+    who = ["-c", "user.name=test", "-c", "user.email=test@example.com"]
+    git(repo, *who, "-c", "commit.gpgsign=false", "commit", "-q", "-m", "outputs made here")
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+def test_a_notebook_is_stale_only_when_code_it_runs_changed(tmp_path):
+    """A repository of the test's own, committed once (the commit that made a chapter's
+    outputs), then one file changed at a time: the chapter is stale when the change is to
+    a file its imports run (the package's __init__ runs squash.py; a capsbook helper; the
+    shipped weights, for a chapter that loads them) or to the requirements, and not when
+    it is to the command line, the speed wing, pytest's settings, or, for a chapter that
+    imports nothing of the package, any file of it (its requirements it still installs)."""
+    pyproject = '[project]\nname = "capsnotes"\ndependencies = ["torch>=2.11"]\n\n'
+    pyproject += '[tool.pytest.ini_options]\naddopts = "-n 2"\n'
+    files = {
+        "pyproject.toml": pyproject,
+        "capsnotes/__init__.py": "",
+        "capsnotes/squash.py": "",
+        "capsnotes/training/cli.py": "",
+        "capsnotes/training/weights/mnist.json": "{}",
+        "capsnotes/fast/cpu.py": "",
+        "book/capsbook/display.py": "",
+        "README.md": "",
+    }
+    repo = tmp_path / "repo"
+    commit = make_repository(repo, files)
+    chapters_code = {
+        "data": "from capsnotes.data import load_dataset",
+        "pretrained": "from capsnotes.training.pretrained import load_pretrained",
+        "display": "import capsbook.display",
+        "none": "print(2 + 2)",
+    }
+
+    def stale_after(name: str, text: str) -> set[str]:
+        """The chapters that changing ``name`` to ``text`` makes stale (then undone)."""
+        (repo / name).write_text(text)
+        try:
+            return {c for c, code in chapters_code.items() if changed_since(commit, code, repo)}
+        finally:
+            (repo / name).write_text(files[name])
+
+    assert {c for c, code in chapters_code.items() if changed_since(commit, code, repo)} == set()
+    for unrelated in ("capsnotes/training/cli.py", "capsnotes/fast/cpu.py", "README.md"):
+        assert stale_after(unrelated, "changed = True\n") == set(), unrelated
+    tooling = pyproject.replace('"-n 2"', '"-n 4"')
+    assert stale_after("pyproject.toml", tooling) == set()
+    everything = {"data", "pretrained", "display"}  # each runs capsnotes/__init__.py
+    assert stale_after("capsnotes/squash.py", "changed = True\n") == everything
+    requirements = pyproject.replace("2.11", "2.12")
+    assert stale_after("pyproject.toml", requirements) == everything | {"none"}
+    assert stale_after("capsnotes/training/weights/mnist.json", '{"new": 1}') == {"pretrained"}
+    assert stale_after("book/capsbook/display.py", "changed = True\n") == {"display"}
+    (repo / "capsnotes/squash.py").write_text("changed = True\n")  # and what it says
+    assert " capsnotes/squash.py | 1 +" in changed_since(commit, chapters_code["data"], repo)
 
 
 @pytest.mark.parametrize("source", chapter_sources(), ids=lambda p: p.stem)
 def test_notebooks_are_executed_and_install_the_commit_of_their_outputs(source):
     """The install cell pins the commit whose package made the outputs: that commit is
-    in the history, and nothing the chapter runs of the package has changed since."""
+    in the history (this needs a full clone), and nothing the chapter runs of the
+    package has changed since."""
     committed = notebook(source)
     code = [c for c in committed.cells if c.cell_type == "code"]
     # A cell the build does not run (a long training run for the reader to start) says
@@ -221,100 +259,41 @@ def test_notebooks_are_executed_and_install_the_commit_of_their_outputs(source):
     (commit,) = COMMIT.findall(first)
     assert commit in source.read_text(), "the source and its notebook pin different commits"
     history = subprocess.run(["git", "cat-file", "-t", commit], cwd=REPO, capture_output=True)
-    if history.returncode != 0:
-        pytest.skip(f"commit {commit[:12]} is not in this clone's history (a shallow clone?)")
-    used = sorted(package_files_used(chapter_code(source)))
-    changed = ""
-    if used:
-        changed = subprocess.run(
-            ["git", "diff", "--stat", commit, "--", *used],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-    pinned = subprocess.run(
-        ["git", "show", f"{commit}:pyproject.toml"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    # What a reader installs is the package and the requirements in its [project] table;
-    # pytest settings and the extras do not change a chapter's outputs.
-    if project_table(pinned) != project_table((REPO / "pyproject.toml").read_text()):
-        changed += "pyproject.toml: the [project] table (name, version, requirements)\n"
+    assert history.returncode == 0, (
+        f"commit {commit[:12]}, which made the outputs of {source.name}, is not in this "
+        "clone's history: on a shallow clone, git fetch --unshallow"
+    )
+    changed = changed_since(commit, chapter_code(source))
     assert not changed, (
         f"code {source.name} runs changed since {commit[:12]}, which made its outputs: "
         f"run python tools/refresh_notebooks.py {source.stem[:2]}\n{changed}"
     )
 
 
-@pytest.mark.parametrize("source", chapter_sources(), ids=lambda p: p.stem)
-def test_only_the_chapters_that_train_ask_colab_for_a_gpu(source):
-    metadata = notebook(source).metadata
-    wants_gpu = metadata.get("accelerator") == "GPU"
-    assert wants_gpu == (source.stem in TRAINING_CHAPTERS)
-
-
-def test_colab_links_point_at_notebooks_in_the_repository():
-    url = CONFIG["repository"]["url"]
-    owner_repo = url.removeprefix("https://github.com/")
-    assert CONFIG["launch_buttons"]["colab_url"] == "https://colab.research.google.com"
-    assert CONFIG["repository"]["path_to_book"] == "book"
-    assert "*.ipynb" in CONFIG["exclude_patterns"]  # so Sphinx reads the .md sources
-    assert re.fullmatch(r"[\w.-]+/[\w.-]+", owner_repo), url
-    assert CONFIG["repository"]["branch"] == "main"
-    for source in chapter_sources():  # the button opens blob/main/book/<chapter>.ipynb
-        assert source.with_suffix(".ipynb").is_file(), source.name
-
-
 def test_readme_starts_with_the_two_commands_and_ci_runs_the_test_one():
+    """The build installs book/requirements.txt alone, which names neither PyTorch nor the
+    package (the build reads what it needs of them without: tests/test_explorer.py); the
+    test command is .ci/run's last line, character for character."""
     readme = (REPO / "README.md").read_text()
     commands = re.findall(r"```sh\n(.+?)\n```", readme)
     assert len(commands) >= 2
     build, test = commands[0], commands[1]
-    assert build.endswith("jupyter-book build book") and "pip install" in build
+    assert build.endswith("jupyter-book build book")
+    installs = [i.strip() for i in re.findall(r"pip install ([^&\n]+)", build)]
+    assert installs == ["-r book/requirements.txt"], build
+    lines = (BOOK / "requirements.txt").read_text().splitlines()
+    names = {re.split(r"[\s<>=!~;\[]", line, maxsplit=1)[0].lower() for line in lines}
+    assert not names & {"torch", "torchvision", "capsnotes"}, names
     assert "pytest --nbval" in test and "pip install" in test
     ci = (REPO / ".ci" / "run").read_text().strip().splitlines()
     assert ci[-1] == test, ".ci/run must run the README's test command unchanged"
 
 
-def test_the_build_installs_its_own_requirements_and_no_pytorch():
-    """The README's build command, and the Pages workflow, install book/requirements.txt
-    and nothing else: neither torch nor the package (whose requirements include torch);
-    what the build reads of the package it reads without them (tests/test_explorer.py).
-    A project the file shares with the package's requirements or its [book] extra gets
-    the same versions."""
-    from packaging.requirements import Requirement
-
-    build = re.findall(r"```sh\n(.+?)\n```", (REPO / "README.md").read_text())[0]
-    workflow = (REPO / ".github" / "workflows" / "book.yml").read_text()
-    for command in (build, workflow):
-        installs = [i.strip() for i in re.findall(r"pip install ([^&\n]+)", command)]
-        assert installs == ["-r book/requirements.txt"], command
-    lines = (BOOK / "requirements.txt").read_text().splitlines()
-    wanted = [Requirement(line) for line in lines if line.strip() and line[0] != "#"]
-    names = {r.name.lower() for r in wanted}
-    assert {"jupyter-book", "numpy", "safetensors"} <= names
-    assert not names & {"torch", "torchvision", "capsnotes"}, names
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    declared = {
-        r.name.lower(): r.specifier
-        for r in map(
-            Requirement,
-            project["dependencies"] + project["optional-dependencies"]["book"],
-        )
-    }
-    for requirement in wanted:
-        if requirement.name.lower() in declared:
-            assert requirement.specifier == declared[requirement.name.lower()], requirement
-
-
 @pytest.mark.slow
 def test_the_book_builds_from_a_fresh_copy_without_warnings(built_book):
     """Offline and without MNIST (tests/book_build.py): every chapter page, with its Colab
-    button and its committed outputs; math served locally."""
+    button and its committed outputs; math served locally; the figures numbered as the
+    Colab notebook numbers them (tools/colab.py reads the same table of contents)."""
     owner_repo = CONFIG["repository"]["url"].removeprefix("https://github.com/")
     assert CONFIG["execute"]["execute_notebooks"] == "off"
     for source in chapter_sources():
@@ -327,11 +306,9 @@ def test_the_book_builds_from_a_fresh_copy_without_warnings(built_book):
             assert 'src="_static/mathjax/tex-chtml.js"' in page, f"{source.stem}: no local MathJax"
         assert page.count("THEBE_JS_URL =") <= 1
         # every figure and every printed output of the committed notebook is on the page
-        shown = [
-            c
-            for c in notebook(source).cells
-            if not {"remove-output", "remove-cell"} & set(c.metadata.get("tags", []))
-        ]
+        cells = notebook(source).cells
+        hidden = {"remove-output", "remove-cell"}
+        shown = [c for c in cells if not hidden & set(c.metadata.get("tags", []))]
         outputs = [o for c in shown for o in c.get("outputs", [])]
         pictures = sum("image/png" in o.get("data", {}) for o in outputs)
         assert page.count('src="_images/') >= pictures, source.stem
@@ -339,6 +316,13 @@ def test_the_book_builds_from_a_fresh_copy_without_warnings(built_book):
             if output.get("output_type") == "stream" and output.get("name") == "stdout":
                 first = output["text"].strip().splitlines()[0]
                 assert html.escape(first, quote=False) in page, (source.stem, first)
+        in_colab = [
+            number
+            for c in cells
+            if c.cell_type == "markdown"
+            for number in re.findall(r"^\*\*Fig\. ([\d.]+)\*\*", c.source, re.M)
+        ]
+        assert re.findall(r'caption-number">Fig\. ([\d.]+)', page) == in_colab, source.stem
     figures = sum(
         (built_book / f"{s.stem}.html").read_text().count("<figure") for s in chapter_sources()
     )
@@ -362,25 +346,67 @@ def test_a_notebook_out_of_step_with_its_source_stops_the_build_by_name(tmp_path
     assert not (html_folder / "02_squash.html").exists()
 
 
-def _displayed_code(stem: str) -> str:
-    """Everything the chapter's code cells displayed as text or markdown."""
-    shown = []
-    for cell in notebook(BOOK / f"{stem}.md").cells:
-        for output in cell.get("outputs", []):
-            data = output.get("data", {})
-            shown.append(data.get("text/markdown", "") + data.get("text/plain", ""))
-    return "\n".join(shown)
+def test_figure_captions_become_numbered_text_after_each_figure_for_colab():
+    """A figure's caption (cell metadata, which Colab does not show) opens the markdown
+    cell after it, numbered as the HTML numbers it: chapter, then figure. A figure with
+    no text after it is refused."""
+    book = chapters()
+    chapter = book["08_training"]
+
+    def figure(caption: str):
+        return new_code_cell("plot()", metadata={"mystnb": {"figure": {"caption": caption}}})
+
+    cells = [
+        new_markdown_cell("Before."),
+        figure("The loss,\n  epoch by epoch."),
+        new_markdown_cell("After the first."),
+        new_code_cell("x = 1"),
+        figure("The accuracy, read from {cite:t}`sabour2017`."),
+        new_markdown_cell("After the second."),
+    ]
+    out = colab_cells(cells, chapter, book, References())
+    texts = [c.source for c in out if c.cell_type == "markdown"]
+    n = chapter.number
+    assert texts[0] == "Before."
+    assert texts[1] == f"**Fig. {n}.1** The loss, epoch by epoch.\n\nAfter the first."
+    assert texts[2].startswith(f"**Fig. {n}.2** The accuracy, read from Sabour et al. (")
+    assert texts[2].endswith("\n\nAfter the second.") and myst_left_in(texts[2]) == []
+    with pytest.raises(ValueError, match="a figure must be followed by text, cell 1 is code"):
+        colab_cells([figure("A."), new_code_cell("x = 1")], chapter, book, References())
+    with pytest.raises(ValueError, match="the last figure needs a markdown cell after it"):
+        colab_cells([new_markdown_cell("Text."), figure("A.")], chapter, book, References())
 
 
-@pytest.mark.parametrize("source", chapter_sources(), ids=lambda p: p.stem)
-def test_displayed_code_has_no_docstring_math(source):
-    assert ".. math::" not in _displayed_code(source.stem)
+def test_equations_links_and_citations_become_plain_markdown_for_colab(tmp_path, monkeypatch):
+    """Equation references become the numbers the HTML shows, with \\tag in the equation;
+    a link to a chapter a link to its hosted page; a citation author and year. A role or
+    directive with no Colab form is refused by name, and what is left unconverted,
+    myst_left_in finds (the check on every chapter's notebook relies on it)."""
+    book = chapters()
+    monkeypatch.setattr(colab, "BOOK", tmp_path)  # where the chapter's equation labels are
+    (tmp_path / "x.md").write_text("$$\na\n$$ (first)\n\ntext\n\n$$\nb\n$$ (second)\n")
+    chapter = Chapter("x", 6, "X")
+    text = (
+        "$$\nb\n$$ (second)\n\nBy {eq}`second`, as {doc}`the squash <02_squash>` and "
+        "{doc}`02_squash` show and {cite:t}`sabour2017` found {cite:p}`sabour2017`."
+    )
+    refs = References()
+    out = colab.colab_markdown(text, chapter, book, refs)
+    squash = f"{colab.HOSTED}/02_squash.html"
+    assert out.startswith("$$\nb\n\\tag{6.2}\n$$\n\nBy (6.2), as [the squash](" + squash)
+    assert f"and [{book['02_squash'].title}]({squash}) show" in out
+    assert "and Sabour et al. ([2017](" in out and "found ([Sabour et al., 2017](" in out
+    assert myst_left_in(out) == []
+    with pytest.raises(ValueError, match=r"x\.md: no Colab form for the role \{numref\}"):
+        colab.colab_markdown("See {numref}`fig-a`.", chapter, book, refs)
+    with pytest.raises(ValueError, match=r"x\.md: no Colab form for the directive \{figure\}"):
+        colab.colab_markdown("```{figure} a.png\n```", chapter, book, refs)
+    raw = "(target)=\n\n{eq}`first`\n\n$$\na\n$$ (first)\n\n```{note}\nN.\n```"
+    assert myst_left_in(raw) == ["{eq}`", "```{", "$$ (first)", "(target)=\n"]
 
 
 def test_glued_numbers_become_text_for_colab():
     """What the HTML pastes from an output, the Colab notebook carries as text."""
-    from nbformat.v4 import new_code_cell, new_markdown_cell, new_output
-
     book = chapters()
     chapter = book["02_squash"]
     record = {"scrapbook": {"name": "accuracy", "mime_prefix": "application/papermill.record/"}}
@@ -405,8 +431,6 @@ def test_glued_numbers_become_text_for_colab():
 
 
 def test_admonitions_become_quotes_and_collapsed_boxes_for_colab():
-    from nbformat.v4 import new_markdown_cell
-
     book = chapters()
     text = (
         "```{admonition} How this was measured\n:class: dropdown\n\nRead from "
@@ -440,13 +464,125 @@ def test_bookkeeping_left_out_of_the_html_is_a_titled_form_in_colab():
     """A cell tagged remove-cell (the glue calls and the checks of the text) runs and is
     left out of the HTML; Colab, which honours no tags, shows it collapsed under its
     title, and an untitled one is refused."""
-    from nbformat.v4 import new_code_cell
-
     book = chapters()
     title = "#@title Bookkeeping: the numbers the text quotes\nglue('x', 1)"
     cell = new_code_cell(title, metadata={"tags": ["remove-cell"]})
-    (colab,) = colab_cells([cell], book["02_squash"], book, References())
-    assert colab.metadata["cellView"] == "form"
+    (colab_cell,) = colab_cells([cell], book["02_squash"], book, References())
+    assert colab_cell.metadata["cellView"] == "form"
     untitled = new_code_cell("glue('x', 1)", metadata={"tags": ["remove-cell"]})
     with pytest.raises(ValueError, match="needs a #@title line"):
         colab_cells([untitled], book["02_squash"], book, References())
+
+
+#: A chapter's MyST source, small: an install cell with its pin, prose, one code cell.
+SMALL_CHAPTER = """---
+jupytext:
+  text_representation:
+    extension: .md
+    format_name: myst
+    format_version: 0.13
+kernelspec:
+  display_name: Python 3
+  language: python
+  name: python3
+---
+
+# A small chapter
+
+```{code-cell} ipython3
+COMMIT = ""
+```
+
+As {doc}`the squash <02_squash>` says.
+
+```{code-cell} ipython3
+print(6 * 7)
+```
+"""
+
+
+def test_a_refresh_needs_the_package_committed_and_pins_its_commit(tmp_path, monkeypatch):
+    """The commit a refresh pins is HEAD, and only while the package (capsnotes,
+    capsbook, pyproject.toml) has no uncommitted change: a change elsewhere is no
+    obstacle, a changed or new file of the package is named. The pin is the install
+    cell's COMMIT line, and a chapter without one is refused."""
+    files = {
+        "pyproject.toml": '[project]\nname = "capsnotes"\n',
+        "capsnotes/squash.py": "",
+        "book/capsbook/display.py": "",
+        "README.md": "",
+    }
+    repo = tmp_path / "repo"
+    head = make_repository(repo, files)
+    monkeypatch.setattr(refresh_notebooks, "REPO", repo)
+    (repo / "README.md").write_text("changed\n")
+    assert refresh_notebooks.package_commit() == head
+    for changed in ("capsnotes/squash.py", "book/capsbook/new.py", "pyproject.toml"):
+        (repo / changed).write_text("changed = True\n")
+        named = "commit the package first(.|\n)*" + re.escape(changed)
+        with pytest.raises(SystemExit, match=named):
+            refresh_notebooks.package_commit()
+        if changed in files:
+            (repo / changed).write_text(files[changed])
+        else:
+            (repo / changed).unlink()
+    assert refresh_notebooks.package_commit() == head
+    source = tmp_path / "02_squash.md"
+    source.write_text(SMALL_CHAPTER.replace('COMMIT = ""', 'COMMIT = "0123abc"'))
+    refresh_notebooks.pin(source, head)
+    assert source.read_text() == SMALL_CHAPTER.replace('COMMIT = ""', f'COMMIT = "{head}"')
+    source.write_text(SMALL_CHAPTER.replace('COMMIT = ""\n', ""))
+    with pytest.raises(SystemExit, match=re.escape('no install cell with a line COMMIT = "..."')):
+        refresh_notebooks.pin(source, head)
+
+
+def test_a_text_refresh_keeps_the_outputs_and_refuses_changed_code(tmp_path):
+    """``--text``: new prose from the source, written as Colab reads it, with the
+    committed outputs and execution counts kept; a changed code cell is refused and the
+    notebook left as it was."""
+    source = tmp_path / "02_squash.md"  # a chapter of the book's table of contents
+    source.write_text(SMALL_CHAPTER)
+    committed = jupytext.read(source)
+    printing = [c for c in committed.cells if c.cell_type == "code"][1]
+    printing.execution_count = 2
+    printing.outputs = [new_output("stream", name="stdout", text="42\n")]
+    nbformat.write(committed, source.with_suffix(".ipynb"))
+    source.write_text(SMALL_CHAPTER.replace("says.", "says, in other words."))
+    book = chapters()
+    refresh_notebooks.refresh_text(source, book, References())
+    refreshed = notebook(source)
+    prose = [c.source for c in refreshed.cells if c.cell_type == "markdown"]
+    assert prose[-1] == f"As [the squash]({colab.HOSTED}/02_squash.html) says, in other words."
+    (kept,) = [c for c in refreshed.cells if c.get("outputs")]
+    assert kept.outputs[0]["text"] == "42\n" and kept.execution_count == 2
+    written = source.with_suffix(".ipynb").read_bytes()
+    refresh_notebooks.refresh_text(source, book, References())
+    assert source.with_suffix(".ipynb").read_bytes() == written  # cell ids stay put
+    source.write_text(SMALL_CHAPTER.replace("6 * 7", "6 * 9"))
+    with pytest.raises(SystemExit, match="02_squash.md: code cells changed"):
+        refresh_notebooks.refresh_text(source, book, References())
+    assert source.with_suffix(".ipynb").read_bytes() == written
+
+
+def test_a_refresh_runs_the_generic_kernels_and_records_the_versions(tmp_path):
+    """A small chapter refreshed: its install cell and its notebook's pin the commit given,
+    its kernel ran with ATEN_CPU_CAPABILITY=default (a cell prints it), and the notebook
+    records that and the versions it was handed."""
+    source = tmp_path / "02_squash.md"  # a chapter of the book's table of contents
+    source.write_text(
+        SMALL_CHAPTER.replace(
+            "print(6 * 7)", 'import os\n\nprint(os.environ.get("ATEN_CPU_CAPABILITY"))'
+        )
+    )
+    versions = {"python": "3.11.7", "torch": "2.11.0"}
+    commit = "0123456789abcdef" * 2 + "01234567"
+    refresh_notebooks.refresh(source, commit, chapters(), References(), versions)
+    assert f'COMMIT = "{commit}"' in source.read_text()
+    made = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
+    assert made.metadata["capsnotes"] == {
+        "executed_with": versions,
+        "kernels": "ATEN_CPU_CAPABILITY=default",
+    }
+    pin, printing = [c for c in made.cells if c.cell_type == "code"]
+    assert pin.source == f'COMMIT = "{commit}"'
+    assert [o.get("text") for o in printing.outputs] == ["default\n"]

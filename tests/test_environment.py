@@ -1,42 +1,39 @@
-"""The pinned test environment and how the chapters' outputs are compared: exact pins
-(names and versions only), floors that are the package's declared ones, notebooks
-executed in the pinned versions, and a run with other versions said so by name."""
+"""The pinned test environment, as the tools behave: the floors the package declares,
+read for the floor lane; a refresh of the notebooks refused outside the pinned versions
+(what it executes and records: tests/test_book.py); and a run of the comparison with
+other versions than the outputs were made with, said so by name in one line."""
 
 from __future__ import annotations
 
-import re
-
-import nbformat
 import pytest
 
 from book import conftest as book_conftest
-from tests.conftest import REPO
 from tools import pin_environment, refresh_notebooks
 
-PIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.+!-]+$")
 
-
-@pytest.mark.parametrize("name", ["test.txt", "floor.txt"])
-def test_constraints_are_exact_names_and_versions_only(name):
-    lines = (REPO / "constraints" / name).read_text().splitlines()
-    assert len(lines) > 50
-    for line in lines:
-        assert PIN.match(line), f"constraints/{name}: {line!r} is not name==version"
-    names = [line.split("==")[0].lower() for line in lines]
-    assert len(names) == len(set(names)), "a package pinned twice"
-    for needed in ("torch", "torchvision", "matplotlib", "nbval", "pytest", "jupyter-book"):
-        assert needed in names
-
-
-def test_the_floor_pins_are_the_floors_the_package_declares():
-    floors = pin_environment.declared_floors()
-    assert {"torch", "torchvision", "matplotlib"} <= set(floors)
-    pinned = refresh_notebooks.pinned_versions(REPO / "constraints" / "floor.txt")
-    for name, floor in floors.items():
-        # "0.4" is met by the release 0.4.0
-        assert pinned[name.lower()] in (floor, f"{floor}.0"), name
-    test = refresh_notebooks.pinned_versions()
-    assert test["torch"] != pinned["torch"], "the floor lane would test nothing new"
+def test_the_floors_are_the_lowest_versions_the_project_requires(tmp_path):
+    """Each requirement of [project] dependencies with its lower bound (upper bounds and
+    environment markers aside); the extras' and the tools' tables are not the package's
+    requirements."""
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text(
+        "[project]\n"
+        'name = "x"\n'
+        "dependencies = [\n"
+        '    "torch>=2.11",\n'
+        '    "jupyter-book>=1.0.2,<2",\n'
+        "    \"numpy >= 1.26 ; python_version >= '3.11'\",\n"
+        "]\n\n"
+        "[project.optional-dependencies]\n"
+        'test = ["pytest>=8"]\n\n'
+        "[tool.x]\n"
+        'dependencies = ["tqdm>=4"]\n'
+    )
+    assert pin_environment.declared_floors(pyproject) == {
+        "torch": "2.11",
+        "jupyter-book": "1.0.2",
+        "numpy": "1.26",
+    }
 
 
 def test_a_requirement_without_a_floor_is_refused(tmp_path):
@@ -44,15 +41,6 @@ def test_a_requirement_without_a_floor_is_refused(tmp_path):
     pyproject.write_text('[project]\nname = "x"\ndependencies = ["torch>=2.11", "tqdm"]\n')
     with pytest.raises(SystemExit, match="'tqdm' declares no floor"):
         pin_environment.declared_floors(pyproject)
-
-
-def test_every_notebook_was_executed_in_the_pinned_environment():
-    pins = refresh_notebooks.pinned_versions()
-    for path in sorted((REPO / "book").glob("*.ipynb")):
-        made = nbformat.read(path, as_version=4).metadata["capsnotes"]
-        assert made["kernels"] == "ATEN_CPU_CAPABILITY=default", path.name
-        for name in refresh_notebooks.RECORDED:
-            assert made["executed_with"][name] == pins[name], (path.name, name)
 
 
 def test_refreshing_refuses_an_environment_other_than_the_pinned_one(tmp_path, monkeypatch):

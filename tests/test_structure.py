@@ -1,11 +1,10 @@
-"""The package's shape, as its tools see it: import-linter's contracts (eight layers, the
-paper importing nothing of the other wings), how little the paper's modules load, the
-shapes declared in the paper's signatures holding at run time (jaxtyping, checked with
-beartype), one home for the training loss, and public torch APIs only."""
+"""The package's shape: import-linter's contracts, which every module of the package is
+under (the layers, the paper importing nothing of the other wings); how little the
+paper's modules load; and the shapes declared in the paper's signatures holding at run
+time (jaxtyping, checked with beartype)."""
 
 from __future__ import annotations
 
-import ast
 import importlib.metadata
 import subprocess
 import sys
@@ -31,22 +30,19 @@ from capsnotes import (
 )
 from tests.conftest import REPO, TINY
 
-SOURCES = [*REPO.glob("capsnotes/**/*.py"), *REPO.glob("book/capsbook/**/*.py")]
-
 
 def test_the_import_contracts_hold():
-    """import-linter checks the layers, the paper's imports and the wings apart."""
+    """import-linter checks the layers, the paper's imports and the wings apart; a layers
+    contract says nothing of a module it does not list, so each of the package's top
+    modules and wings is in one of its layers (import-linter's own ``exhaustive = true``
+    would say so too, set in pyproject.toml)."""
     assert lint_imports(no_cache=True, no_logo=True) == 0
-
-
-def test_every_module_is_in_one_of_at_most_eight_layers():
     config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]
     (layers,) = [c["layers"] for c in config["contracts"] if c["type"] == "layers"]
-    assert len(layers) <= 8
     listed = {name.strip() for layer in layers for name in layer.split("|")}
     top = {p.stem for p in (REPO / "capsnotes").glob("*.py")} - {"__init__"}
     top |= {p.parent.name for p in (REPO / "capsnotes").glob("*/__init__.py")}
-    assert listed == top, sorted(top ^ listed)
+    assert top <= listed, f"in no layer of [tool.importlinter]: {sorted(top - listed)}"
 
 
 def test_the_routing_module_loads_only_the_paper():
@@ -99,32 +95,6 @@ def test_the_shapes_in_the_signatures_hold_at_run_time():
         with pytest.raises(Exception, match="Type-check error|type-check|jaxtyping"):
             call()
             pytest.fail(name)
-
-
-def test_margin_and_reconstruction_loss_are_combined_in_one_function():
-    """capsnet_loss is the one function that names both losses (as the terms it adds,
-    which a comparison may replace): nothing else combines them."""
-    combined = []
-    for path in SOURCES:
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.FunctionDef):
-                names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
-                if {"margin_loss", "reconstruction_loss"} <= names:
-                    combined.append(f"{path.stem}.{node.name}")
-    assert combined == ["losses.capsnet_loss"]
-
-
-def test_only_public_torch_apis_are_used():
-    for path in SOURCES:
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
-                if node.attr.endswith("__"):
-                    continue
-                base = node.value
-                while isinstance(base, ast.Attribute):
-                    base = base.value
-                if isinstance(base, ast.Name) and base.id in ("torch", "F", "nn"):
-                    raise AssertionError(f"{path.name} uses torch's private {node.attr}")
 
 
 def test_the_installed_version_is_the_package_version():
