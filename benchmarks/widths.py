@@ -54,6 +54,9 @@ CANDIDATES = {
         {"image_size": 36, "conv_channels": 64, "primary_channels": 8},
     ),
     "cnn (the cnn profile, 1.25M parameters)": ("cnn", {}),
+    # the campaign's affine40 stage: the paper's CapsNet and CNN on the 40x40 canvas
+    "capsnet 256/32, 40x40, r=3": ("paper", {"image_size": 40}),
+    "cnn (the paper-cnn profile), 40x40": ("paper-cnn", {"image_size": 40}),
 }
 
 
@@ -78,8 +81,7 @@ def images_per_second(name: str, model: dict, data, steps: int, rounds: int) -> 
         "parameters": sum(p.numel() for p in run.model.parameters()),
         "implementation": {k: v for k, v in run.details.items() if k != "step_seconds"},
     }
-    if config.architecture == "capsnet":
-        result["training_gflop_per_image"] = flops_per_image(config) / 1e9
+    result["training_gflop_per_image"] = flops_per_image(config) / 1e9
     return result
 
 
@@ -90,10 +92,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--data-root", default=None)
+    parser.add_argument(
+        "--only", nargs="+", metavar="TEXT", help="the candidates whose name holds any TEXT"
+    )
     args = parser.parse_args(argv)
+    chosen = {
+        label: candidate
+        for label, candidate in CANDIDATES.items()
+        if not args.only or any(text in label for text in args.only)
+    }
+    if not chosen:
+        parser.error(f"--only {args.only} matches none of: {', '.join(CANDIDATES)}")
     data = load_dataset("mnist", True, args.data_root).subset(4096, seed=0)
     rows = {}
-    for label, (name, model) in CANDIDATES.items():
+    for label, (name, model) in chosen.items():
         rows[label] = images_per_second(name, model, data, args.steps, args.rounds)
         print(f"{label:45s} {rows[label]['images_per_second']:8.0f} img/s", flush=True)
     record = {
