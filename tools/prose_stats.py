@@ -57,11 +57,11 @@ def prose_paragraphs(text: str) -> list[str]:
             if "dropdown" in stripped:
                 skipping_depth = len(fences)
             continue
-        if stripped.startswith("$$"):
-            in_math = not in_math if stripped.count("$$") == 1 else in_math
+        if in_math or stripped.startswith("$$"):
+            # display math: its closing $$ may end a line of the equation
+            if stripped.count("$$") % 2:
+                in_math = not in_math
             kept.append("")
-            continue
-        if in_math:
             continue
         label = re.fullmatch(r"\([\w-]+\)=", stripped)  # a MyST target, (name)=
         if label or stripped.startswith(("#", "<", "|", "+++")):
