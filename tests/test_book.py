@@ -280,7 +280,7 @@ def test_readme_starts_with_the_two_commands_and_ci_runs_the_test_one():
     build, test = commands[0], commands[1]
     assert build.endswith("jupyter-book build book")
     installs = [i.strip() for i in re.findall(r"pip install ([^&\n]+)", build)]
-    assert installs == ["-r book/requirements.txt"], build
+    assert installs == ["uv", "-r book/requirements.txt"], build
     lines = (BOOK / "requirements.txt").read_text().splitlines()
     names = {re.split(r"[\s<>=!~;\[]", line, maxsplit=1)[0].lower() for line in lines}
     assert not names & {"torch", "torchvision", "capsnotes"}, names
