@@ -94,7 +94,7 @@ def preflight(
     }
     path = out / "preflight.json"
     path.write_text(json.dumps(record, indent=1) + "\n")
-    if json.loads(path.read_text()) != record:
+    if json.loads(path.read_text()) != json.loads(json.dumps(record)):  # tuples as lists
         raise RuntimeError(f"{path} does not read back as written")
     saved = load_checkpoint(out / "run")
     if saved.metadata["history"] != json.loads(json.dumps(history)):

@@ -313,7 +313,10 @@ def test_the_book_builds_from_a_fresh_copy_without_warnings(built_book):
         pictures = sum("image/png" in o.get("data", {}) for o in outputs)
         assert page.count('src="_images/') >= pictures, source.stem
         for output in outputs:
+            # the kernel may flush a print's newline as a stream of its own
             if output.get("output_type") == "stream" and output.get("name") == "stdout":
+                if not output["text"].strip():
+                    continue
                 first = output["text"].strip().splitlines()[0]
                 assert html.escape(first, quote=False) in page, (source.stem, first)
         in_colab = [
