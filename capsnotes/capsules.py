@@ -16,7 +16,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
-from .routing import Couplings, Outputs, Votes, check_iterations, dynamic_routing
+from .checks import check_capsules, check_features, check_iterations, check_sizes
+from .routing import Couplings, Outputs, Votes, dynamic_routing
 from .squash import squash
 
 #: Standard deviation of the normal initialisation of ``W_ij``.
@@ -47,6 +48,13 @@ class PrimaryCapsules(nn.Module):
         stride: int = 2,
     ) -> None:
         super().__init__()
+        check_sizes(
+            in_channels=in_channels,
+            capsule_channels=capsule_channels,
+            capsule_dim=capsule_dim,
+            kernel_size=kernel_size,
+            stride=stride,
+        )
         self.capsule_channels, self.capsule_dim = capsule_channels, capsule_dim
         # One convolution computes every capsule's components at once: output channel
         # c * capsule_dim + k is component k of capsule channel c.
@@ -57,6 +65,7 @@ class PrimaryCapsules(nn.Module):
     def forward(
         self, features: Float[Tensor, "batch channel height width"]
     ) -> Float[Tensor, "batch capsule dim"]:
+        check_features(features, self.conv)
         maps = self.conv(features)  # [B, C·D, H', W']
         batch = maps.shape[0]
         capsules = maps.view(
@@ -90,6 +99,7 @@ class DigitCapsules(nn.Module):
         iterations: int = 3,
     ) -> None:
         super().__init__()
+        check_sizes(in_caps=in_caps, in_dim=in_dim, out_caps=out_caps, out_dim=out_dim)
         self.in_caps, self.in_dim = in_caps, in_dim
         self.out_caps, self.out_dim = out_caps, out_dim
         self.iterations = check_iterations(iterations)
@@ -101,6 +111,7 @@ class DigitCapsules(nn.Module):
 
     def votes(self, u: Float[Tensor, "batch child in_dim"]) -> Votes:
         """``û_{j|i} = W_ij u_i`` for every child ``i`` and parent ``j``."""
+        check_capsules("u", u, self.in_caps, self.in_dim)
         return torch.einsum("ijdk,bik->bijd", self.weight, u)
 
     def forward(

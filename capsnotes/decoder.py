@@ -13,12 +13,15 @@ from collections.abc import Sequence
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
+from .checks import check_masking, check_sizes
+
 
 def mask_capsules(
     capsules: Float[Tensor, "batch classes dim"], classes: Int[Tensor, " batch"]
 ) -> Float[Tensor, "batch classes_times_dim"]:
     """Keep the capsule of ``classes[b]`` in each example, zero the rest, and
     flatten."""
+    check_masking(capsules, classes)
     # [B, classes]: 1 for the class kept, 0 for the others
     keep = nn.functional.one_hot(classes, capsules.shape[1]).to(capsules.dtype)
     return (capsules * keep.unsqueeze(-1)).flatten(1)
@@ -37,6 +40,13 @@ class Decoder(nn.Module):
         hidden: Sequence[int] = (512, 1024),
     ) -> None:
         super().__init__()
+        check_sizes(
+            num_classes=num_classes,
+            capsule_dim=capsule_dim,
+            output_size=output_size,
+            hidden=hidden,
+        )
+        self.num_classes, self.capsule_dim = num_classes, capsule_dim
         sizes = [num_classes * capsule_dim, *hidden]
         layers: list[nn.Module] = []
         for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
@@ -49,4 +59,5 @@ class Decoder(nn.Module):
         capsules: Float[Tensor, "batch classes dim"],
         classes: Int[Tensor, " batch"],
     ) -> Float[Tensor, "batch pixels"]:
+        check_masking(capsules, classes, self.num_classes, self.capsule_dim)
         return self.layers(mask_capsules(capsules, classes))

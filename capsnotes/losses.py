@@ -10,6 +10,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from .checks import check_capsule_output, check_margin_loss, check_reconstruction_loss
+
 
 class Loss(NamedTuple):
     """The value of a training objective for one batch."""
@@ -52,6 +54,7 @@ def margin_loss(
     down-weights the absent ones, so that early in training the lengths of all capsules
     are not pushed to zero.
     """
+    check_margin_loss(v, target, m_pos, m_neg, lam)
     present = class_presence(target, v.shape[1], v.dtype)  # T_k: [B, classes]
     lengths = torch.linalg.vector_norm(v, dim=-1)  # [B, classes]
     # Both hinge terms are squared: the gradient fades as a length reaches its margin.
@@ -69,6 +72,7 @@ def reconstruction_loss(
     the margin loss"; with a mean the term would be 784× weaker on MNIST. ``images`` is
     ``[B, ...]`` with as many values per image, pixels in ``[0, 1]``.
     """
+    check_reconstruction_loss(reconstructions, images, weight)
     errors = (
         reconstructions.flatten(1) - images.flatten(1).to(reconstructions.dtype)
     ).pow(2)
@@ -90,6 +94,7 @@ def capsnet_loss(
     forward pass ran in 16 bits. ``output`` is what ``CapsNet(images, labels)``
     returned; ``margin`` and ``reconstruction`` are the paper's terms unless a
     comparison replaces one (:mod:`capsnotes.experiments.mistakes`)."""
+    check_capsule_output(output)
     margin_term = margin(output.capsules.float(), target)
     reconstruction_term = reconstruction(
         output.reconstructions.float(), images, reconstruction_weight

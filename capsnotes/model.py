@@ -21,6 +21,7 @@ from jaxtyping import Float, Int
 from torch import Tensor, nn
 
 from .capsules import DigitCapsules, PrimaryCapsules, conv_output_size
+from .checks import check_images, check_labels
 from .decoder import Decoder
 
 
@@ -154,44 +155,3 @@ class CapsNet(nn.Module):
         pixels = self.decoder(capsules, chosen)  # [B, C·H·W]
         reconstructions = pixels.view(images.shape)
         return CapsNetOutput(capsules, lengths, predictions, reconstructions)
-
-
-def check_images(images: object, config: Any) -> None:
-    """The model's door: ``images`` must be floats ``[B, C, S, S]`` of its config (a
-    CapsNet's or the CNN's: ``in_channels``, ``image_size``)."""
-    side, channels = config.image_size, config.in_channels
-    expected = (
-        f"a floating-point torch.Tensor [batch, {channels}, {side}, {side}] "
-        "(pixels in [0, 1])"
-    )
-    if not torch.is_tensor(images) or not images.is_floating_point():
-        got = getattr(images, "dtype", type(images).__name__)
-        raise TypeError(f"images must be {expected}, got {got}")
-    if images.dim() != 4 or images.shape[1:] != (channels, side, side):
-        raise ValueError(f"images must be {expected}, got shape {tuple(images.shape)}")
-
-
-def check_labels(
-    labels: object, batch: int | None, num_classes: int, name: str = "labels"
-) -> None:
-    """The labels' door: integers ``[batch]`` (any length if None) in ``[0,
-    num_classes)``; the range is read on the CPU only (on a GPU, ``one_hot`` asserts it
-    without making the host wait)."""
-    shape = f"[{'batch' if batch is None else batch}]"
-    integers = torch.is_tensor(labels) and not labels.is_floating_point()
-    if not integers or labels.dtype == torch.bool:
-        got = getattr(labels, "dtype", type(labels).__name__)
-        raise TypeError(
-            f"{name} must be an integer tensor {shape} of classes, got {got}"
-        )
-    if labels.dim() != 1 or batch not in (None, len(labels)):
-        raise ValueError(
-            f"{name} must have shape {shape} (one class per image), got "
-            f"{tuple(labels.shape)}"
-        )
-    if labels.device.type == "cpu" and labels.numel():
-        low, high = int(labels.min()), int(labels.max())
-        if low < 0 or high >= num_classes:
-            raise ValueError(
-                f"{name} must lie in [0, {num_classes}), got values {low} to {high}"
-            )

@@ -17,6 +17,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
+from .checks import check_iterations, check_votes
 from .squash import squash
 
 Votes = Float[Tensor, "batch child parent dim"]
@@ -40,6 +41,7 @@ def dynamic_routing(
     ``c[b, i, :]`` sums to 1.
     """
     # line 1: the votes û_{j|i} of every child i for every parent j, and r
+    check_votes(u_hat, iterations, return_coupling)
     batch, children, parents, _ = u_hat.shape
     # line 2: b_ij ← 0, per example: no image's routing depends on another's
     logits = u_hat.new_zeros(batch, children, parents)  # b
@@ -55,15 +57,6 @@ def dynamic_routing(
             logits = logits + torch.einsum("bijd,bjd->bij", u_hat, v)
     # line 8: return v_j
     return (v, coupling) if return_coupling else v
-
-
-def check_iterations(iterations: object) -> int:
-    """``iterations`` if it is a number of routing iterations: an int, at least 1."""
-    if isinstance(iterations, bool) or not isinstance(iterations, int):
-        raise TypeError(f"routing iterations must be an int, got {iterations!r}")
-    if iterations < 1:
-        raise ValueError(f"routing iterations must be >= 1, got {iterations}")
-    return iterations
 
 
 class DynamicRouting(nn.Module):

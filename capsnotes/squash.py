@@ -12,6 +12,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
+from .checks import check_squash, check_squash_options
+
 
 def squash(
     s: Float[Tensor, "*shape"], dim: int = -1, eps: float = 1e-8
@@ -25,6 +27,7 @@ def squash(
     0 instead of 0/0 (in float16, with ``eps`` at least 6.1e-5). The result has the
     shape, dtype and device of ``s``, points along ``s``, and is shorter than 1.
     """
+    check_squash(s, dim, eps)
     squared_length = s.pow(2).sum(dim=dim, keepdim=True)  # ‖s‖²
     # eps keeps ‖s‖ from 0; float16 rounds 1e-8 to 0, so there it is float16's smallest
     # normal number, 6.1e-5
@@ -40,6 +43,7 @@ class Squash(nn.Module):
 
     def __init__(self, dim: int = -1, eps: float = 1e-8) -> None:
         super().__init__()
+        check_squash_options(dim, eps)
         self.dim, self.eps = dim, eps
 
     def forward(self, s: Tensor) -> Tensor:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from ..model import check_labels
+from ..checks import check_labels
 
 
 def float_tensor(

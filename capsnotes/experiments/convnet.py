@@ -15,9 +15,9 @@ from typing import Any, NamedTuple
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..checks import check_images
 from ..data import checks
 from ..losses import Loss
-from ..model import check_images
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,249 @@
+"""The doors: plain checks of what a user hands a public function of the paper.
+
+Each public function and layer of the paper calls its door in one line at its top. A
+door raises a ``TypeError`` (the wrong kind of thing, or the wrong dtype) or a
+``ValueError`` (the wrong shape, size or range) that names the argument, what was
+expected, in the paper's layout (``[batch, child, parent, dim]``), and what it got.
+
+Inside the model the layers check again what the model's door (:func:`check_images`,
+:func:`check_labels`) let in. They could trust it; they need not, since checking again
+is cheap: Python comparisons of shapes and dtypes. The only values a door reads are
+those of class indices held on the CPU; never a GPU's (that would make the host wait
+for the device) nor a ``meta`` tensor's (it has none).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from numbers import Real
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+
+def _float_tensor(
+    name: str, value: object, layout: str, shape: Sequence[int | None] | None = None
+) -> Tensor:
+    """``value`` if it is a floating-point tensor, with ``shape`` of that shape (None:
+    any size on that axis), as ``layout`` describes it."""
+    expected = f"a floating-point torch.Tensor {layout}"
+    if not torch.is_tensor(value):
+        raise TypeError(f"{name} must be {expected}, got {type(value).__name__}")
+    if not value.is_floating_point():
+        raise TypeError(f"{name} must be {expected}, got dtype {value.dtype}")
+    if shape is not None and (
+        value.dim() != len(shape)
+        or any(n not in (None, m) for m, n in zip(value.shape, shape))
+    ):
+        raise ValueError(f"{name} must be {expected}, got shape {tuple(value.shape)}")
+    return value
+
+
+def _real(name: str, value: object, non_negative: bool = False) -> None:
+    """A finite real number (``True`` does not count), at least 0 if asked."""
+    kind = "a non-negative real number" if non_negative else "a real number"
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise TypeError(f"{name} must be {kind}, got {type(value).__name__} {value!r}")
+    if not -math.inf < value < math.inf or (non_negative and value < 0):
+        raise ValueError(f"{name} must be {kind}, got {value!r}")
+
+
+def check_sizes(**sizes: int | Sequence[int]) -> None:
+    """Each keyword a positive ``int`` (``True`` does not count), or a sequence of
+    them (named ``hidden[1]``): a layer's sizes."""
+    for name, value in sizes.items():
+        items = enumerate(value) if isinstance(value, Sequence) else [(None, value)]
+        for index, size in items:
+            label = name if index is None else f"{name}[{index}]"
+            if isinstance(size, bool) or not isinstance(size, int):
+                kind = type(size).__name__
+                raise TypeError(f"{label} must be a positive int, got {kind} {size!r}")
+            if size < 1:
+                raise ValueError(f"{label} must be a positive int, got {size}")
+
+
+def check_images(images: object, config: Any) -> None:
+    """The model's door: ``images`` must be floats ``[B, C, S, S]`` of its config (a
+    CapsNet's or the CNN's: ``in_channels``, ``image_size``)."""
+    side, channels = config.image_size, config.in_channels
+    expected = (
+        f"a floating-point torch.Tensor [batch, {channels}, {side}, {side}] "
+        "(pixels in [0, 1])"
+    )
+    if not torch.is_tensor(images) or not images.is_floating_point():
+        got = getattr(images, "dtype", type(images).__name__)
+        raise TypeError(f"images must be {expected}, got {got}")
+    if images.dim() != 4 or images.shape[1:] != (channels, side, side):
+        raise ValueError(f"images must be {expected}, got shape {tuple(images.shape)}")
+
+
+def check_labels(
+    labels: object, batch: int | None, num_classes: int, name: str = "labels"
+) -> None:
+    """The labels' door: integers ``[batch]`` (any length if None) in ``[0,
+    num_classes)``; the range is read on the CPU only (on a GPU, ``one_hot`` asserts it
+    without making the host wait)."""
+    shape = f"[{'batch' if batch is None else batch}]"
+    integers = torch.is_tensor(labels) and not labels.is_floating_point()
+    if not integers or labels.dtype == torch.bool:
+        got = getattr(labels, "dtype", type(labels).__name__)
+        raise TypeError(
+            f"{name} must be an integer tensor {shape} of classes, got {got}"
+        )
+    if labels.dim() != 1 or batch not in (None, len(labels)):
+        raise ValueError(
+            f"{name} must have shape {shape} (one class per image), got "
+            f"{tuple(labels.shape)}"
+        )
+    if labels.device.type == "cpu" and labels.numel():
+        low, high = int(labels.min()), int(labels.max())
+        if low < 0 or high >= num_classes:
+            raise ValueError(
+                f"{name} must lie in [0, {num_classes}), got values {low} to {high}"
+            )
+
+
+def check_iterations(iterations: object) -> int:
+    """``iterations`` if it is a number of routing iterations: an int, at least 1."""
+    if isinstance(iterations, bool) or not isinstance(iterations, int):
+        raise TypeError(f"routing iterations must be an int, got {iterations!r}")
+    if iterations < 1:
+        raise ValueError(f"routing iterations must be >= 1, got {iterations}")
+    return iterations
+
+
+def check_squash_options(dim: object, eps: object) -> None:
+    """``squash``'s options: ``dim`` an int, ``eps`` a non-negative real number."""
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(f"dim must be an int, got {type(dim).__name__} {dim!r}")
+    _real("eps", eps, non_negative=True)
+
+
+def check_squash(s: object, dim: object, eps: object) -> None:
+    """``squash``'s door: ``s`` floats with at least one axis, ``dim`` one of them."""
+    s = _float_tensor("s", s, "with at least one dimension")
+    if s.dim() == 0:
+        raise ValueError(
+            "s must be a floating-point torch.Tensor with at least one dimension, "
+            "got shape ()"
+        )
+    check_squash_options(dim, eps)
+    if not -s.dim() <= dim < s.dim():
+        raise ValueError(
+            f"dim must be an int in [{-s.dim()}, {s.dim()}) for s of shape "
+            f"{tuple(s.shape)}, got {dim}"
+        )
+
+
+def check_votes(
+    u_hat: object, iterations: object = 3, return_coupling: object = False
+) -> None:
+    """Routing's door: votes ``[batch, child, parent, dim]``, ``r ≥ 1``, a bool."""
+    _float_tensor("u_hat", u_hat, "[batch, child, parent, dim]", (None,) * 4)
+    check_iterations(iterations)
+    if not isinstance(return_coupling, bool):
+        kind = type(return_coupling).__name__
+        raise TypeError(
+            f"return_coupling must be a bool, got {kind} {return_coupling!r}"
+        )
+
+
+def check_features(features: object, conv: nn.Conv2d) -> None:
+    """The primary capsules' door: a feature map ``[batch, in_channels, height,
+    width]`` of ``conv``'s input channels, at least as large as its kernel."""
+    channels, (high, wide) = conv.in_channels, conv.kernel_size
+    layout = (
+        f"[batch, {channels}, height, width] (height x width at least the kernel, "
+        f"{high}x{wide})"
+    )
+    maps = _float_tensor("features", features, layout, (None, channels, None, None))
+    if maps.shape[2] < high or maps.shape[3] < wide:
+        raise ValueError(
+            f"features must be a floating-point torch.Tensor {layout}, got shape "
+            f"{tuple(maps.shape)}"
+        )
+
+
+def check_capsules(name: str, capsules: object, count: int, dim: int) -> None:
+    """A layer of capsules ``[batch, count, dim]`` (the digit capsules' input ``u``)."""
+    _float_tensor(name, capsules, f"[batch, {count}, {dim}]", (None, count, dim))
+
+
+def check_masking(
+    capsules: object,
+    classes: object,
+    num_classes: int | None = None,
+    dim: int | None = None,
+) -> None:
+    """The mask's and the decoder's door: capsules ``[batch, classes, dim]`` (of
+    ``num_classes`` and ``dim`` if given) and one class of them per example."""
+    layout = (
+        f"[batch, {'classes' if num_classes is None else num_classes}, "
+        f"{'dim' if dim is None else dim}]"
+    )
+    capsules = _float_tensor("capsules", capsules, layout, (None, num_classes, dim))
+    check_labels(classes, capsules.shape[0], capsules.shape[1], "classes")
+
+
+def check_margin_loss(
+    v: object, target: object, m_pos: object, m_neg: object, lam: object
+) -> None:
+    """The margin loss's door: capsules ``[batch, classes, dim]``; class indices
+    ``[batch]`` or a presence matrix ``[batch, classes]``; three real numbers."""
+    v = _float_tensor("v", v, "[batch, classes, dim]", (None, None, None))
+    batch, classes = v.shape[:2]
+    expected = (
+        f"class indices [{batch}] or a presence matrix [{batch}, {classes}] "
+        f"(v has shape {tuple(v.shape)})"
+    )
+    if not torch.is_tensor(target):
+        raise TypeError(f"target must be {expected}, got {type(target).__name__}")
+    if target.dim() == 1:
+        check_labels(target, batch, classes, "target")
+    elif target.shape != (batch, classes):
+        raise ValueError(f"target must be {expected}, got shape {tuple(target.shape)}")
+    for name, value in (("m_pos", m_pos), ("m_neg", m_neg), ("lam", lam)):
+        _real(name, value)
+
+
+def check_reconstruction_loss(
+    reconstructions: object, images: object, weight: object
+) -> None:
+    """The reconstruction loss's door: ``[batch, ...]`` reconstructions, and images
+    of as many examples and as many values per example; a non-negative weight."""
+    layout = "[batch, ...] (at least 2 dimensions)"
+    reconstructions = _float_tensor("reconstructions", reconstructions, layout)
+    shape = tuple(reconstructions.shape)
+    if len(shape) < 2:
+        raise ValueError(
+            f"reconstructions must be a floating-point torch.Tensor {layout}, got "
+            f"shape {shape}"
+        )
+    values = math.prod(shape[1:])
+    expected = (
+        f"a torch.Tensor [batch, ...] of {shape[0]} examples of {values} values each "
+        f"(reconstructions have shape {shape})"
+    )
+    if not torch.is_tensor(images):
+        raise TypeError(f"images must be {expected}, got {type(images).__name__}")
+    got = tuple(images.shape)
+    if len(got) < 2 or got[0] != shape[0] or math.prod(got[1:]) != values:
+        raise ValueError(f"images must be {expected}, got shape {got}")
+    _real("weight", weight, non_negative=True)
+
+
+def check_capsule_output(output: object) -> None:
+    """``capsnet_loss``'s door (its two terms check the rest): what a CapsNet returned,
+    with floating-point ``capsules`` and ``reconstructions``."""
+    for name, layout in (
+        ("capsules", "[batch, classes, dim]"),
+        ("reconstructions", "[batch, ...]"),
+    ):
+        if not hasattr(output, name):
+            raise TypeError(
+                f"output must be what a CapsNet returns, with the tensors capsules "
+                f"and reconstructions, got {type(output).__name__}"
+            )
+        _float_tensor(f"output.{name}", getattr(output, name), layout)
