@@ -31,9 +31,11 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import re
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import pytest
@@ -73,10 +75,10 @@ def decode_png(data: str | bytes) -> np.ndarray:
         return np.asarray(image.convert("RGBA"))
 
 
-def png_difference(committed: str | bytes, drawn: str | bytes) -> str | None:
-    """What differs between two PNGs beyond float noise, or None."""
-    if committed == drawn:
-        return None
+def png_measure(committed: str | bytes, drawn: str | bytes) -> dict[str, float] | str:
+    """How far a PNG is from the committed one: the RMS difference over the figure
+    (``rms``) and over its worst tile (``tile``, whose corner is ``x``, ``y``), or, when
+    the sizes differ, a sentence saying both."""
     old, new = decode_png(committed), decode_png(drawn)
     if old.shape != new.shape:
         return (
@@ -86,19 +88,33 @@ def png_difference(committed: str | bytes, drawn: str | bytes) -> str | None:
     # alpha counts only where a figure is transparent somewhere (as matplotlib's compare)
     channels = 4 if (old[..., 3] < 255).any() or (new[..., 3] < 255).any() else 3
     squared = ((old[..., :channels].astype(float) - new[..., :channels]) ** 2).mean(axis=-1)
-    rms = float(np.sqrt(squared.mean()))
-    if rms > PNG_RMS:
-        return f"RMS {rms:.2f} > {PNG_RMS}"
     # the mean of each tile (those at the right and bottom edges may be smaller)
     rows, columns = np.arange(0, squared.shape[0], TILE), np.arange(0, squared.shape[1], TILE)
     sums = np.add.reduceat(np.add.reduceat(squared, rows, axis=0), columns, axis=1)
     sizes = np.outer(np.diff([*rows, squared.shape[0]]), np.diff([*columns, squared.shape[1]]))
     row, column = np.unravel_index(np.argmax(sums / sizes), sums.shape)
-    worst = float(np.sqrt(sums[row, column] / sizes[row, column]))
+    return {
+        "rms": float(np.sqrt(squared.mean())),
+        "tile": float(np.sqrt(sums[row, column] / sizes[row, column])),
+        "x": int(columns[column]),
+        "y": int(rows[row]),
+    }
+
+
+def png_difference(committed: str | bytes, drawn: str | bytes) -> str | None:
+    """What differs between two PNGs beyond float noise, or None."""
+    if committed == drawn:
+        return None
+    measured = png_measure(committed, drawn)
+    if isinstance(measured, str):
+        return measured
+    rms, worst = measured["rms"], measured["tile"]
+    if rms > PNG_RMS:
+        return f"RMS {rms:.2f} > {PNG_RMS}"
     if worst > TILE_RMS:
         return (
             f"RMS {rms:.2f} over the figure, but {worst:.2f} > {TILE_RMS} in the "
-            f"{TILE}×{TILE} pixels at x {columns[column]}, y {rows[row]}"
+            f"{TILE}×{TILE} pixels at x {measured['x']}, y {measured['y']}"
         )
     return None
 
@@ -117,21 +133,45 @@ def _shorten(text: str, width: int = 60) -> str:
     return repr(text if len(text) <= width else text[: width - 1] + "…")
 
 
-def attribute_difference(committed: str, drawn: str) -> str | None:
+class Measured:
+    """The largest differences an SVG comparison saw, within its tolerances or not: of a
+    number (``number``) and of an embedded PNG (``rms``, ``tile``). The noise record
+    (tools/measure_noise.py) keeps them."""
+
+    def __init__(self) -> None:
+        self.number = self.rms = self.tile = 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        return {"number": self.number, "rms": self.rms, "tile": self.tile}
+
+
+def attribute_difference(
+    committed: str, drawn: str, measured: Measured | None = None
+) -> str | None:
     """What differs between two attribute values, the numbers in them within
-    :data:`SVG_ATOL`."""
+    :data:`SVG_ATOL`; ``measured`` keeps the largest differences seen."""
     if committed == drawn:
         return None
+    measured = measured or Measured()
     if committed.startswith(EMBEDDED_PNG) and drawn.startswith(EMBEDDED_PNG):
-        problem = png_difference(committed[len(EMBEDDED_PNG) :], drawn[len(EMBEDDED_PNG) :])
+        old_png, new_png = committed[len(EMBEDDED_PNG) :], drawn[len(EMBEDDED_PNG) :]
+        seen = png_measure(old_png, new_png)
+        if not isinstance(seen, str):
+            measured.rms, measured.tile = (
+                max(measured.rms, seen["rms"]),
+                max(measured.tile, seen["tile"]),
+            )
+        problem = png_difference(old_png, new_png)
         return problem and f"embedded image/png: {problem}"
     # NUMBER's group makes split alternate: text, number, text, ..., text
     old, new = NUMBER.split(committed), NUMBER.split(drawn)
     if len(old) != len(new) or old[::2] != new[::2]:
         return f"{_shorten(drawn)}, committed {_shorten(committed)}"
-    for a, b in zip(old[1::2], new[1::2]):
-        if abs(float(a) - float(b)) > SVG_ATOL:
-            return f"{b}, committed {a}: differs by {abs(float(a) - float(b)):.4g} > {SVG_ATOL}"
+    differences = [abs(float(a) - float(b)) for a, b in zip(old[1::2], new[1::2])]
+    measured.number = max([measured.number, *differences])
+    for a, b, difference in zip(old[1::2], new[1::2], differences):
+        if difference > SVG_ATOL:
+            return f"{b}, committed {a}: differs by {difference:.4g} > {SVG_ATOL}"
     return None
 
 
@@ -141,7 +181,7 @@ def _name(element: ElementTree.Element) -> str:
 
 
 def _element_differences(
-    old: ElementTree.Element, new: ElementTree.Element, where: str
+    old: ElementTree.Element, new: ElementTree.Element, where: str, measured: Measured
 ) -> Iterator[str]:
     where = f"{where}/{_name(new)}"
     if old.tag != new.tag:
@@ -151,7 +191,7 @@ def _element_differences(
         yield f"{where}: attributes {sorted(new.attrib)}, committed {sorted(old.attrib)}"
         return
     for key in old.attrib:
-        problem = attribute_difference(old.attrib[key], new.attrib[key])
+        problem = attribute_difference(old.attrib[key], new.attrib[key], measured)
         if problem:
             yield f"{where} {key.rsplit('}', 1)[-1]}: {problem}"
     for part in ("text", "tail"):  # the text shown, exactly; indentation aside
@@ -162,12 +202,13 @@ def _element_differences(
         yield f"{where}: {len(new)} elements inside, committed {len(old)}"
         return
     for a, b in zip(old, new):
-        yield from _element_differences(a, b, where)
+        yield from _element_differences(a, b, where, measured)
 
 
-def svg_difference(committed: str, drawn: str) -> str | None:
+def svg_difference(committed: str, drawn: str, measured: Measured | None = None) -> str | None:
     """The first difference between two SVGs beyond float noise (and how many there are),
-    or None."""
+    or None; ``measured`` keeps the largest differences seen, within the tolerances or
+    not."""
     if committed == drawn:
         return None
     try:
@@ -175,11 +216,24 @@ def svg_difference(committed: str, drawn: str) -> str | None:
         new = ElementTree.fromstring(canonical_ids(drawn))
     except ElementTree.ParseError as error:  # not XML: the same text or a difference
         return f"differs, and is not XML to compare within a tolerance ({error})"
-    problems = list(_element_differences(old, new, ""))
+    problems = list(_element_differences(old, new, "", measured or Measured()))
     if not problems:
         return None
     more = f" (and {len(problems) - 1} more differences)" if len(problems) > 1 else ""
     return f"at {problems[0].lstrip('/')}{more}"
+
+
+def figure_measure(mime: str, committed: str, drawn: str) -> dict[str, Any]:
+    """How far a figure is from the committed one, for the noise record: a PNG's RMS over
+    the figure and its worst tile; an SVG's largest number difference (and its embedded
+    PNGs'); ``problem``, what the comparison reports (None: it passes)."""
+    if mime == "image/png":
+        seen = png_measure(committed, drawn)
+        numbers = {} if isinstance(seen, str) else {k: seen[k] for k in ("rms", "tile")}
+        return numbers | {"problem": png_difference(committed, drawn)}
+    measured = Measured()
+    problem = svg_difference(committed, drawn, measured)
+    return measured.as_dict() | {"problem": problem}
 
 
 COMPARE = {"image/png": png_difference, "image/svg+xml": svg_difference}
@@ -206,8 +260,20 @@ def figure_differences(committed: Sequence[dict], drawn: Sequence[dict]) -> list
     return problems
 
 
+def figure_measures(committed: Sequence[dict], drawn: Sequence[dict]) -> list[dict[str, Any]]:
+    """:func:`figure_measure` of each pair of a cell's figures, paired in order for each
+    kind, with the kind and the figure's place among them."""
+    return [
+        {"mime": mime, "figure": number} | figure_measure(mime, a, b)
+        for mime in COMPARE
+        for number, (a, b) in enumerate(zip(figures(committed, mime), figures(drawn, mime)), 1)
+    ]
+
+
 class FigureCell(IPyNbCell):
-    """nbval's cell, whose figures are compared by :func:`figure_differences`."""
+    """nbval's cell, whose figures are compared by :func:`figure_differences`; with
+    ``--figure-log FILE`` each figure's distance from the committed one is appended to
+    FILE as a line of JSON (the noise record's measurements, tools/measure_noise.py)."""
 
     figure_problems: Sequence[str] = ()
 
@@ -218,6 +284,12 @@ class FigureCell(IPyNbCell):
         same = super().compare_outputs(test, ref, skip_compare=skip)
         where = f"{self.nodeid.split('::')[0]} cell {self.cell_num}"
         self.figure_problems = [f"{where}: {p}" for p in figure_differences(ref, test)]
+        log = self.config.getoption("figure_log", default=None)
+        if log:
+            with open(log, "a") as lines:
+                for measure in figure_measures(ref, test):
+                    entry = {"notebook": self.nodeid.split("::")[0], "cell": self.cell_num}
+                    lines.write(json.dumps(entry | measure) + "\n")
         return same and not self.figure_problems
 
     def repr_failure(self, excinfo):
@@ -245,3 +317,12 @@ def pytest_collect_file(file_path, parent):
         FigureNotebook.from_parent(parent, path=file_path) if type(node) is IPyNbFile else node
         for node in collected
     ]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--figure-log",
+        default=None,
+        help="append each compared figure's distance from the committed one to this "
+        "file, a line of JSON each (tools/measure_noise.py reads it)",
+    )

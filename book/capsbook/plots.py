@@ -337,12 +337,37 @@ def loss_curves(runs: Mapping[str, dict[str, Any]]) -> Figure:
             )
             ax.set_yscale("log")
             _readable_log_ticks(ax)
+            # limits from what is stable under float noise (the moving mean and the test
+            # losses, not a single step's extreme), on the 1-2-5 grid of the ticks, so
+            # that another CPU's rounding moves neither the axes nor their labels
+            steady = [*moving_mean(values, max(1, steps_per_epoch // 4))]
+            steady += [e[test_key] for e in epochs]
+            ax.set_ylim(_grid_below(min(steady) / 1.5), _grid_above(max(steady) * 1.5))
             ax.set_xlabel(f"epoch ({steps_per_epoch} steps each)", fontsize=9)
             ax.set_ylabel(name, fontsize=9)
             ax.tick_params(labelsize=9)
             ax.set_title(label, fontsize=9)
-            ax.legend(frameon=False, fontsize=8)
+            ax.legend(frameon=False, fontsize=8, loc="upper right")
     return fig
+
+
+#: The values of a 1-2-5 grid in one decade, as the log axes' ticks label them.
+ONE_TWO_FIVE = (1.0, 2.0, 5.0)
+
+
+def _grid_below(value: float) -> float:
+    """The largest value of the 1-2-5 grid (..., 0.1, 0.2, 0.5, 1, 2, ...) at most
+    ``value``."""
+    decade = 10.0 ** np.floor(np.log10(value))
+    return max(decade * m for m in ONE_TWO_FIVE if decade * m <= value * (1 + 1e-9))
+
+
+def _grid_above(value: float) -> float:
+    """The smallest value of the 1-2-5 grid at least ``value``."""
+    decade = 10.0 ** np.floor(np.log10(value))
+    return min(
+        decade * m for m in (*ONE_TWO_FIVE, 10.0) if decade * m >= value * (1 - 1e-9)
+    )
 
 
 def accuracy_curves(runs: Mapping[str, dict[str, Any]]) -> Figure:
