@@ -14,10 +14,11 @@
 # the trainer's plan for the card printed, 20 steps of the paper model, a record written
 # and read back. It fails in seconds, saying what failed, instead of an hour in.
 #
-# Where the machine's Python has no tyro (the command line's) nor its needs, fetch their
-# wheels on a machine with a network (`bash benchmarks/gpu_wheels.sh`, into the git-ignored
-# .whl/) and copy .whl/ and .gpu_data/ to the GPU machine with the repository; they are
-# installed into /tmp/site below.
+# Where the machine's Python has no tyro (the command line's) nor its needs, or no pytest
+# (the GPU tests'), fetch their wheels on a machine with a network (`bash
+# benchmarks/gpu_wheels.sh`, into the git-ignored .whl/, pytest's into .whl/pytest/) and
+# copy .whl/ and .gpu_data/ to the GPU machine with the repository; what is missing is
+# installed into /tmp/site below (a machine's own pytest, with its plugins, stays).
 #
 # Records: `measure` writes NAME-measure.json and NAME-compile.json; `ablation` and `seeds`
 # write NAME-paper.json (with its training_runs), the record chapter 14 reads.
@@ -50,16 +51,21 @@ mkdir -p "$out" runs
 stamp() { echo "[$(date -u +%T)] $*"; }
 PYTEST=(python3 -m pytest -q -x -p no:cacheprovider -o addopts=)
 
-if ! python3 -c "import tyro" 2>/dev/null; then
-    if ! ls .whl/*.whl >/dev/null 2>&1; then
-        echo "tyro is missing and .whl/ has no wheels: run 'bash benchmarks/gpu_wheels.sh'" \
+carried() {  # carried MODULE FOLDER: install FOLDER's wheels where MODULE is missing
+    if python3 -c "import $1" 2>/dev/null; then
+        return 0
+    fi
+    if ! ls "$2"/*.whl >/dev/null 2>&1; then
+        echo "$1 is missing and $2/ has no wheels: run 'bash benchmarks/gpu_wheels.sh'" \
             "where pip has a network, and copy .whl/ here with the repository" >&2
         exit 2
     fi
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-        --target /tmp/site .whl/*.whl || exit 2
-    export PYTHONPATH=/tmp/site:$PYTHONPATH
-fi
+        --target /tmp/site "$2"/*.whl || exit 2
+    case ":$PYTHONPATH:" in *:/tmp/site:*) ;; *) export PYTHONPATH=/tmp/site:$PYTHONPATH ;; esac
+}
+carried tyro .whl
+carried pytest .whl/pytest
 stamp preflight
 timeout 180 python3 -m benchmarks.preflight --device cuda --out runs/preflight \
     || { echo "preflight failed: stopping before $stage" >&2; exit 1; }

@@ -3,8 +3,9 @@
 In seconds rather than after an hour, it checks what a GPU session needs and stops at
 the first thing that fails, saying what it was:
 
-1. the imports: torch, torchvision, the package and the book's helpers, and tyro (the
-   command line's; benchmarks/gpu_wheels.sh fetches it where the image has none);
+1. the imports: torch, torchvision, the package and the book's helpers, tyro (the
+   command line's) and pytest (the stages' GPU tests'); benchmarks/gpu_wheels.sh fetches
+   the wheels of both where the image has none;
 2. the device, and the plan the trainer makes for the paper's model on it
    (:func:`capsnotes.training.train.plan_for`), printed;
 3. ``STEPS`` training steps of the paper's model with that plan, through
@@ -28,24 +29,35 @@ import time
 from pathlib import Path
 from typing import Any
 
-MODULES = ("torch", "torchvision", "safetensors", "tqdm", "jaxtyping", "tyro", "capsbook")
+MODULES = (
+    "torch",
+    "torchvision",
+    "safetensors",
+    "tqdm",
+    "jaxtyping",
+    "tyro",
+    "capsbook",
+    "pytest",  # gpu_session.sh's measure, seeds and campaign run GPU tests with it
+)
 
 
 def check_imports(modules: tuple[str, ...] = MODULES) -> dict[str, str]:
-    """Import each of ``modules``; raise naming the ones that are missing and what to do."""
+    """Import each of ``modules``; raise naming the ones that are missing or broken (a
+    broken install can raise anything at import, not only ImportError) and what to do."""
     versions, missing = {}, []
     for name in modules:
         try:
             module = importlib.import_module(name)
-        except ImportError as error:
-            missing.append(f"{name} ({error})")
+        except Exception as error:  # a broken install: named below, whatever it raised
+            missing.append(f"{name} ({type(error).__name__}: {error})")
             continue
         versions[name] = getattr(module, "__version__", "?")
     if missing:
         raise RuntimeError(
-            f"cannot import {', '.join(missing)}. tyro and its needs: run "
+            f"cannot import {', '.join(missing)}. tyro, pytest and their needs: run "
             "`bash benchmarks/gpu_wheels.sh` where pip has a network and copy .whl/ "
-            "(gpu_session.sh installs it); capsbook: PYTHONPATH must hold book/"
+            "(gpu_session.sh installs it); capsbook: PYTHONPATH must hold book/; "
+            "anything else: the machine's install is broken or lacks it"
         )
     return versions
 

@@ -142,12 +142,13 @@ def test_adam_s_state_loads_into_the_adam_that_was_built():
     fused = torch.optim.Adam(model.parameters(), lr=1e-3, fused=True)
     load_optimizer_state(fused, state)
     assert fused.param_groups[0]["fused"] is True
-    # a capturable Adam (a CUDA graph's) on this CPU: it can be built and loaded
+    # a capturable Adam (a CUDA graph's) on this CPU: it can be built and loaded (where
+    # its step counts go, the test below sees on another device)
     capturable = torch.optim.Adam(model.parameters(), lr=1e-3, capturable=True)
     load_optimizer_state(capturable, state)
     assert capturable.param_groups[0]["capturable"] is True
-    for parameter, saved in capturable.state.items():
-        assert saved["step"].device == parameter.device and saved["step"].item() == 1
+    steps = [saved["step"].item() for saved in capturable.state.values()]
+    assert steps == [1] * len(state["state"])
     # and back: a capturable run's state into a plain Adam
     plain = torch.optim.Adam(model.parameters(), lr=1e-3)
     load_optimizer_state(plain, capturable.state_dict())
@@ -182,3 +183,27 @@ def test_a_resumed_capturable_adam_keeps_its_step_counts_beside_its_parameters(t
     load_optimizer_state(plain, state)
     assert {saved["step"].device.type for saved in plain.state.values()} == {"cpu"}
     assert {saved["exp_avg"].device.type for saved in plain.state.values()} == {"meta"}
+
+
+def test_a_resumed_fused_adam_keeps_its_step_counts_beside_its_parameters(tmp_path):
+    """A T4's Adam is fused but not capturable: its kernel reads the step counts on the
+    parameters' device, so a checkpoint's (read back on the CPU) must move there too. On
+    ``meta``, as above: the step counts must land on ``meta``, and stay after a reload."""
+    model, optimizer, _ = trained_state()  # unfused, not capturable: steps on the CPU
+    path = save_checkpoint(
+        tmp_path / "c.safetensors", model.state_dict(), {}, optimizer.state_dict()
+    )
+    state = load_checkpoint(path).optimizer_state
+    with torch.device("meta"):
+        elsewhere = CapsNet(TINY)
+    fused = torch.optim.Adam(elsewhere.parameters(), lr=1e-3, fused=False)
+    for group in fused.param_groups:  # fused=True, as a GPU builds it (torch may refuse
+        group["fused"] = True  # to build a fused Adam for meta parameters)
+    load_optimizer_state(fused, state)
+    assert fused.param_groups[0]["fused"] is True
+    assert fused.param_groups[0]["capturable"] is False
+    assert len(fused.state) == len(list(elsewhere.parameters()))
+    for parameter, saved in fused.state.items():
+        assert parameter.device.type == "meta"
+        assert saved["step"].device == parameter.device, "a step count left on the CPU"
+        assert saved["exp_avg"].device == parameter.device

@@ -2,7 +2,8 @@
 loss scaling; what a CPU can check of the GPU path (no host read, CPU tensor or tensor
 made from host data inside what a graph records, autocast's cache off, the T4's float16
 format with its scaler and fused Adam, the graphed step's control flow with a stand-in
-for CUDA); the CUDA-graph replay against the eager step (on a GPU)."""
+for CUDA); the CUDA-graph replay against the eager step (on a GPU, and with the stand-in
+on this CPU, which fails wherever the GPU test would but for CUDA's numerics)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from torch.overrides import TorchFunctionMode
 from capsnotes import CapsNet, capsnet_loss, margin_loss, reconstruction_loss, squash
 from capsnotes.experiments.convnet import ConvNetConfig
 from capsnotes.fast import speed_up
-from capsnotes.fast.graphs import GraphedStep
+from capsnotes.fast.graphs import CudaGraphs, GraphedStep
 from capsnotes.fast.precision import Autocast, loss_scaling
 from capsnotes.training.config import ARCHITECTURES, profile
 from capsnotes.training.step import TrainingStep, WeightAverage, training_step
@@ -137,39 +138,88 @@ def test_graphs_are_refused_off_cuda() -> None:
         GraphedStep(step)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_graph_replay_trains_as_the_eager_step_does() -> None:
+#: The graphed step's tests, each run twice: on this CPU with :class:`StandInGraphs` for
+#: CUDA (an Adam marked capturable while the GraphedStep is built), and on a GPU with real
+#: CUDA graphs. A CPU run fails wherever the GPU run would, but for CUDA's own numerics.
+ON_CPU_AND_GPU = [
+    pytest.param("cpu", id="cpu-stand-in"),
+    pytest.param(
+        "cuda",
+        id="cuda",
+        marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+    ),
+]
+
+
+@contextlib.contextmanager
+def marked_capturable(optimizer, device):
+    """On a CPU, ``optimizer`` marked capturable while a GraphedStep is built (what it
+    checks: a CPU cannot step a capturable Adam); on a GPU, nothing to do."""
+    if torch.device(device).type == "cuda":
+        yield
+        return
+    groups = optimizer.param_groups
+    for group in groups:
+        group["capturable"] = True
+    try:
+        yield
+    finally:
+        for group in groups:
+            group["capturable"] = False
+
+
+def capturable_adam(model, device, lr=1e-3):
+    """The Adam a graphed run builds: fused, and capturable on a GPU (on a CPU, see
+    :func:`marked_capturable`)."""
+    return make_optimizer(model, lr, capturable=torch.device(device).type == "cuda")
+
+
+@pytest.mark.parametrize("device", ON_CPU_AND_GPU)
+def test_graph_replay_trains_as_the_eager_step_does(device) -> None:
     """Warm-up, recording, replay, a new recording after the learning rate changes, and
-    an eager batch of another size in between: the same weights as eager steps."""
+    an eager batch of another size in between: the same weights as eager steps, in bf16
+    with the weight average (the paper's model on a GPU, the tiny one here)."""
     torch.manual_seed(0)
-    models = [CapsNet().cuda(), CapsNet().cuda()]
+    model = functools.partial(CapsNet, TINY) if device == "cpu" else CapsNet  # the paper's
+    models = [model().to(device), model().to(device)]
     models[1].load_state_dict(models[0].state_dict())
-    optimizers = [make_optimizer(m, 1e-3, capturable=True) for m in models]
+    optimizers = [capturable_adam(m, device) for m in models]
     averages = [WeightAverage(m, 0.9) for m in models]
     steps = [
         sixteen_bits(m, o, torch.bfloat16, average=a)
         for m, o, a in zip(models, optimizers, averages, strict=True)
     ]
+    graphs = StandInGraphs() if device == "cpu" else None
+    plain = TrainingStep(models[0], make_optimizer(models[0], 1e-3), objective)
     with pytest.raises(ValueError, match="capturable"):
-        GraphedStep(TrainingStep(models[0], make_optimizer(models[0], 1e-3), objective))
-    graphed, eager = GraphedStep(steps[0], warmup=2), steps[1]
+        GraphedStep(plain, graphs=graphs)
+    with marked_capturable(optimizers[0], device):
+        graphed = GraphedStep(steps[0], warmup=2, graphs=graphs)
+    eager = steps[1]
+    # what the graph records: the whole wrapped step (bf16 autocast, Adam, the average)
+    assert graphed.step is steps[0] and graphed.optimizer is optimizers[0]
+    assert isinstance(graphed.step.model, Autocast) and graphed.step.model.model is models[0]
+    assert graphed.step.model.dtype == torch.bfloat16 and graphed.step.average is averages[0]
+    # on a CPU the stand-in replays the very step the eager one takes: exactly equal
+    tolerance = {"rtol": 0, "atol": 0} if device == "cpu" else {"rtol": 2e-3, "atol": 2e-3}
     sizes = [32, 32, 32, 32, 20, 32, 32]  # the 20 runs eagerly beside the graph
     for index, size in enumerate(sizes):
         if index == 5:
             for optimizer in optimizers:
                 optimizer.param_groups[0]["lr"] = 5e-4
-        batch = _batch(size, seed=index, device="cuda")
+        batch = _batch(size, seed=index, device=device)
         got, want = graphed(batch), eager(batch)
+        assert got.keys() == want.keys()
         for name in want:
-            torch.testing.assert_close(got[name].float(), want[name].float(), rtol=2e-3, atol=2e-3)
-    assert graphed.recordings == 2
-    assert {"model", "optimizer", "objective", "precision", "scaler", "average"} <= vars(
-        graphed
-    ).keys()
+            torch.testing.assert_close(got[name].float(), want[name].float(), **tolerance)
+    assert graphed.recordings == 2 and graphed.eager_steps == 3  # the warm-up, the 20
+    if graphs is not None:
+        assert graphs.side_stream_steps == 2 and graphs.replays == 4
+    tolerance = {"rtol": 0, "atol": 0} if device == "cpu" else {"rtol": 1e-3, "atol": 1e-4}
     for a, b in zip(models[0].parameters(), models[1].parameters(), strict=True):
-        torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-4)
+        torch.testing.assert_close(a, b, **tolerance)
     for a, b in zip(averages[0].model.parameters(), averages[1].model.parameters(), strict=True):
-        torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-4)
+        torch.testing.assert_close(a, b, **tolerance)
 
 
 # --- what a CPU can check of the GPU path ---
@@ -541,20 +591,115 @@ def test_a_graphed_step_refuses_what_it_cannot_record():
         GraphedStep(scaled, graphs=StandInGraphs())
 
 
-@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA GPUs")
-def test_a_graph_records_on_the_model_s_gpu_when_it_is_not_the_current_one() -> None:
-    """--device cuda:1: the step records and replays on GPU 1 while GPU 0 stays current,
-    and trains as the eager step on GPU 1 does."""
+def test_a_graphed_step_refuses_to_record_without_a_warm_up():
+    """Adam makes its state, and cuBLAS its handles, on a first step: a graph that
+    recorded their making would fail or replay them. The step before a refactor refused
+    a warm-up below 1; GraphedStep does too."""
+    model = CapsNet(TINY)
+    optimizer = make_optimizer(model, 1e-3, fused=False)
+    step = TrainingStep(model, optimizer, objective)
+    with marked_capturable(optimizer, "cpu"):
+        for warmup in (0, -1, 1.5, True):
+            with pytest.raises(ValueError, match=r"warmup >= 1 eager steps .*Adam's state"):
+                GraphedStep(step, warmup=warmup, graphs=StandInGraphs())
+        assert GraphedStep(step, warmup=1, graphs=StandInGraphs()).warmup == 1
+
+
+class AnotherDeviceCurrent(StandInGraphs):
+    """:class:`StandInGraphs` for a model on a device that is not the current one (GPU 1
+    while GPU 0 is current): ``on_device`` makes the model's device current and gives the
+    other back afterwards, as ``torch.cuda.device`` does; the side stream's steps, the
+    recording and every replay note which device was current."""
+
+    def __init__(self, device, current) -> None:
+        super().__init__()
+        self.device, self.current = torch.device(device), torch.device(current)
+        self.noted: list[tuple[str, torch.device]] = []
+
+    @contextlib.contextmanager
+    def on_device(self):
+        previous, self.current = self.current, self.device
+        try:
+            with super().on_device():
+                yield
+        finally:
+            self.current = previous
+
+    @contextlib.contextmanager
+    def side_stream(self):
+        self.noted.append(("side stream", self.current))
+        with super().side_stream():
+            yield
+
+    def record(self, function):
+        self.noted.append(("record", self.current))
+        graph, outputs = super().record(function)
+        replay = graph.replay
+
+        def noting_replay() -> None:
+            self.noted.append(("replay", self.current))
+            replay()
+
+        graph.replay = noting_replay
+        return graph, outputs
+
+
+@pytest.mark.parametrize(
+    "device",
+    [
+        pytest.param("cpu", id="cpu-stand-in"),
+        pytest.param(
+            "cuda:1",
+            id="cuda",
+            marks=pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs"),
+        ),
+    ],
+)
+def test_a_graph_records_on_the_model_s_gpu_when_it_is_not_the_current_one(device) -> None:
+    """--device cuda:1: the step warms up, records and replays on GPU 1 while GPU 0 stays
+    current, runs a batch of another size there too, and trains as the eager step on GPU 1
+    does. On a CPU, with a stand-in whose current device is another one (``meta``)."""
     torch.manual_seed(0)
-    models = [CapsNet(TINY).to("cuda:1"), CapsNet(TINY).to("cuda:1")]
+    models = [CapsNet(TINY).to(device), CapsNet(TINY).to(device)]
     models[1].load_state_dict(models[0].state_dict())
-    optimizers = [make_optimizer(m, 1e-3, capturable=True) for m in models]
-    graphed = GraphedStep(TrainingStep(models[0], optimizers[0], objective), warmup=1)
+    optimizers = [capturable_adam(m, device) for m in models]
+    if device == "cpu":
+        graphs = AnotherDeviceCurrent(device, current="meta")
+
+        def current() -> torch.device:
+            return graphs.current
+    else:
+        graphs = None
+        torch.cuda.set_device(0)
+
+        def current() -> torch.device:
+            return torch.device("cuda", torch.cuda.current_device())
+
+    other = current()
+    seen = []  # the current device at each forward pass that runs Python (not a replay)
+    models[0].register_forward_hook(lambda *args: seen.append(current()))
+    with marked_capturable(optimizers[0], device):
+        step = TrainingStep(models[0], optimizers[0], objective)
+        graphed = GraphedStep(step, warmup=1, graphs=graphs)
     eager = TrainingStep(models[1], optimizers[1], objective)
-    torch.cuda.set_device(0)
-    for seed in range(4):
-        batch = _batch(8, seed, device="cuda:1")
+    for seed, size in enumerate([8, 8, 8, 5, 8]):  # warm-up, record, replay, eager, replay
+        batch = _batch(size, seed, device=device)
         graphed(batch), eager(batch)
-    assert torch.cuda.current_device() == 0 and graphed.recordings == 1
+        assert current() == other, seed
+    assert graphed.recordings == 1 and graphed.eager_steps == 2
+    assert len(seen) >= 3 and set(seen) == {torch.device(device)}, seen
+    if graphs is not None:
+        kinds = [kind for kind, _ in graphs.noted]
+        assert kinds == ["side stream", "record", "replay", "replay", "replay"], kinds
+        assert {where for _, where in graphs.noted} == {torch.device(device)}, graphs.noted
     for a, b in zip(models[0].parameters(), models[1].parameters(), strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_the_cuda_graphs_of_a_step_make_the_model_s_gpu_current(monkeypatch) -> None:
+    """What CudaGraphs.on_device enters: the device it was made for (GPU 1), not the
+    current one. Checked without entering it (this CPU has no GPU to make current)."""
+    monkeypatch.setattr(torch.cuda, "Stream", lambda device: None)  # no CUDA here
+    graphs = CudaGraphs(torch.device("cuda:1"))
+    entering = graphs.on_device()
+    assert isinstance(entering, torch.cuda.device) and entering.idx == 1

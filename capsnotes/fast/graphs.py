@@ -62,8 +62,9 @@ class CudaGraphs:
 
 class GraphedStep:
     """A training ``step`` (with a ``model`` on a CUDA device and a capturable
-    ``optimizer``) replayed from a CUDA graph recorded, after ``warmup`` eager steps, on
-    a batch of ``batch_size`` examples (None: the first batch's size)."""
+    ``optimizer``) replayed from a CUDA graph recorded, after ``warmup`` (at least 1)
+    eager steps, on a batch of ``batch_size`` examples (None: the first batch's
+    size)."""
 
     def __init__(
         self,
@@ -72,6 +73,12 @@ class GraphedStep:
         warmup: int = 3,
         graphs: CudaGraphs | None = None,
     ) -> None:
+        if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 1:
+            raise ValueError(
+                f"a graphed step needs warmup >= 1 eager steps before it records, got "
+                f"{warmup!r}: Adam's state, cuBLAS's handles and cuDNN's choices are "
+                "made on a first step, and a graph cannot record their making"
+            )
         device = next(step.model.parameters()).device
         if graphs is None and device.type != "cuda":
             raise ValueError(f"CUDA graphs need a model on a CUDA device, not {device}")
