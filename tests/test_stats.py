@@ -1,0 +1,90 @@
+"""The book's one standard for a difference (book/capsbook/stats.py): Student's t and the
+exact permutation tests against values computed by hand, the detectable difference,
+McNemar's exact test, the 2×2 design, and bad input refused."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from capsbook import stats
+
+#: Table 1's test errors in points, r = 1 and r = 3 over three seeds, without and with
+#: the reconstruction loss (book/results/table1.json, rounded to the digit counts)
+R1 = {"none": [0.69, 0.61, 0.61], "reconstruction": [0.70, 0.62, 0.63]}
+R3 = {"none": [0.63, 0.56, 0.50], "reconstruction": [0.58, 0.61, 0.50]}
+
+
+def test_unpaired_arms_against_a_hand_computed_t_test_and_every_relabelling():
+    d = stats.unpaired([1, 2, 3], [4, 5, 6])
+    assert d.effect == 3 and d.spread == 1 and d.n == 3 and not d.paired
+    # t = 3 / (1 * sqrt(2/3)) = 3.674 with 4 degrees of freedom
+    t = 3 / math.sqrt(2 / 3)
+    assert d.p == pytest.approx(2 * stats.stats.t.sf(t, 4))
+    assert d.p == pytest.approx(0.0213, abs=1e-4)
+    # 20 ways to split six seeds into two arms of three; only the two extremes differ by 3
+    assert d.exact_p == pytest.approx(2 / 20) and d.smallest_p == pytest.approx(2 / 20)
+    assert d.is_difference
+
+
+def test_paired_arms_flip_every_sign():
+    pooled_r1 = R1["none"] + R1["reconstruction"]
+    pooled_r3 = R3["none"] + R3["reconstruction"]
+    d = stats.paired(pooled_r1, pooled_r3)
+    # six differences, all negative: -0.06, -0.05, -0.11, -0.12, -0.01, -0.13
+    assert d.effect == pytest.approx(-0.08)
+    assert d.p == pytest.approx(0.009, abs=5e-4)  # t(5)
+    assert d.exact_p == pytest.approx(2 / 64)  # only all-negative and all-positive
+    assert d.is_difference
+    # seeds far apart, each pair close: the pairing is what finds it
+    a, b = [1.0, 2.0, 3.0, 4.0], [1.1, 2.1, 3.2, 4.1]
+    assert stats.paired(a, b).is_difference and not stats.unpaired(a, b).is_difference
+
+
+def test_the_detectable_difference_is_the_t_quantiles_times_the_standard_error():
+    # t(0.975, 4) = 2.7764, t(0.80, 4) = 0.9410
+    assert stats.detectable(1.0, 4) == pytest.approx(2.7764 + 0.9410, abs=1e-3)
+    d = stats.paired([0.0, 0.0, 0.0], [1.0, 2.0, 3.0])
+    assert d.detectable == pytest.approx(stats.detectable(1.0 / math.sqrt(3), 2))
+    assert d.detectable > d.effect - 2 * d.spread  # a positive, finite difference
+    u = stats.unpaired([0.0, 1.0], [2.0, 3.0])
+    assert u.detectable == pytest.approx(stats.detectable(math.sqrt(0.5) * 1.0, 2))
+
+
+def test_mcnemar_is_the_two_sided_binomial_of_the_items_one_model_alone_missed():
+    assert stats.mcnemar(0, 0) == 1.0
+    assert stats.mcnemar(5, 5) == 1.0
+    # 0 of 6: 2 * (1/2)^6
+    assert stats.mcnemar(0, 6) == pytest.approx(2 / 64)
+    assert stats.mcnemar(320, 361) == pytest.approx(0.125, abs=1e-3)
+    assert stats.mcnemar(3, 9) == stats.mcnemar(9, 3)
+
+
+def test_a_two_by_two_design_gives_each_effect_the_pooled_one_and_the_interaction():
+    cells = {
+        ("r=1", "none"): R1["none"],
+        ("r=1", "reconstruction"): R1["reconstruction"],
+        ("r=3", "none"): R3["none"],
+        ("r=3", "reconstruction"): R3["reconstruction"],
+    }
+    design = stats.two_by_two(cells)
+    assert design.within["none"].effect == pytest.approx(-0.22 / 3)
+    assert design.within["reconstruction"].effect == pytest.approx(-0.26 / 3)
+    assert design.pooled.n == 6 and design.pooled.effect == pytest.approx(-0.08)
+    # the change of r's effect with the reconstruction loss: -0.06-(-0.06), ...
+    assert design.interaction.effect == pytest.approx(-0.04 / 3)
+    assert not design.interaction.is_difference
+
+
+def test_bad_input_is_refused_naming_what_was_expected():
+    with pytest.raises(ValueError, match="at least 2 seeds"):
+        stats.unpaired([1.0], [2.0])
+    with pytest.raises(ValueError, match="as many seeds"):
+        stats.paired([1.0, 2.0], [1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match="no spread"):
+        stats.paired([1.0, 2.0], [2.0, 3.0])
+    with pytest.raises(ValueError, match="count"):
+        stats.mcnemar(-1, 3)
+    with pytest.raises(ValueError, match="four cells"):
+        stats.two_by_two({("a", "x"): [1, 2], ("b", "x"): [1, 3]})
