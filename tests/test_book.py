@@ -2,9 +2,10 @@
 source as Colab reads it; it installs the commit whose package made its outputs; the
 README's two commands, the second of which is .ci/run's last line. The rest is
 behaviour: when a notebook is stale (on a repository of the test's own), how
-tools/colab.py writes MyST as Markdown and tools/refresh_notebooks.py executes, writes
-and pins notebooks (on small inputs), and (slow) a full `jupyter-book build book` from a
-fresh copy with warnings as errors."""
+tools/colab.py writes MyST as Markdown (and refuses a cell that Colab would run but a
+runner skips) and tools/refresh_notebooks.py executes, writes and pins notebooks and
+writes the README's figure (on small inputs), and (slow) a full `jupyter-book build book`
+from a fresh copy with warnings as errors."""
 
 from __future__ import annotations
 
@@ -477,6 +478,21 @@ def test_bookkeeping_left_out_of_the_html_is_a_titled_form_in_colab():
         colab_cells([untitled], book["02_squash"], book, References())
 
 
+@pytest.mark.parametrize("tag", ["skip-execution", "nbval-skip", "remove-cell-execution"])
+def test_a_cell_a_runner_would_skip_is_refused_for_colab(tag):
+    """Colab's Run all honours no tag: a cell tagged to be left out (by the book's build
+    or by nbval) would run there although the test machine never ran it, so the Colab
+    form of a chapter with one is refused, naming the cell and the tag. Every chapter's
+    notebook is made by this function, and checked against it (the first test here)."""
+    book = chapters()
+    training = new_code_cell("train_for_hours()", metadata={"tags": [tag, "hide-input"]})
+    cells = [new_markdown_cell("Text."), new_code_cell("x = 1"), training]
+    with pytest.raises(ValueError, match=rf"02_squash: cell 2 is tagged {tag}, but Colab"):
+        colab_cells(cells, book["02_squash"], book, References())
+    guarded = new_code_cell("if GPU:\n    train_for_hours()", metadata={"tags": ["hide-input"]})
+    assert colab_cells([guarded], book["02_squash"], book, References())[0].source.startswith("if")
+
+
 #: A chapter's MyST source, small: an install cell with its pin, prose, one code cell.
 SMALL_CHAPTER = """---
 jupytext:
@@ -589,3 +605,65 @@ def test_a_refresh_runs_the_generic_kernels_and_records_the_versions(tmp_path):
     pin, printing = [c for c in made.cells if c.cell_type == "code"]
     assert pin.source == f'COMMIT = "{commit}"'
     assert [o.get("text") for o in printing.outputs] == ["default\n"]
+
+
+#: A chapter with two figures drawn as SVG, the second the one a README shows.
+FIGURES_CHAPTER = (
+    SMALL_CHAPTER.replace(
+        "print(6 * 7)",
+        "from IPython.display import SVG\n\n"
+        "def square(colour):\n"
+        '    return SVG(f\'<svg xmlns="http://www.w3.org/2000/svg" width="4" height="4">\'\n'
+        '               f\'<rect width="4" height="4" fill="{colour}"/></svg>\')',
+    )
+    + """
+```{code-cell} ipython3
+---
+mystnb:
+  figure:
+    name: fig-red
+    caption: A red square.
+---
+square("red")
+```
+
+Between the figures.
+
+```{code-cell} ipython3
+---
+mystnb:
+  figure:
+    name: fig-blue
+    caption: A blue square.
+---
+square("blue")
+```
+
+After the figures.
+"""
+)
+
+
+def test_a_refresh_of_the_readme_s_chapter_writes_the_figure_the_readme_shows(
+    tmp_path, monkeypatch
+):
+    """Refreshing the chapter that README_FIGURE names writes the SVG its named figure
+    cell shows, as executed, to the README's file; a notebook without that figure is
+    refused by name."""
+    source = tmp_path / "01_why_capsules.md"  # a chapter of the book's table of contents
+    source.write_text(FIGURES_CHAPTER)
+    figure = tmp_path / "figure.svg"
+    monkeypatch.setattr(refresh_notebooks, "README_FIGURE", (source.stem, "fig-blue", figure))
+    versions = {"python": "3.11.7", "torch": "2.11.0"}
+    refresh_notebooks.refresh(source, "0" * 40, chapters(), References(), versions)
+    made = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
+    shown = [
+        o["data"]["image/svg+xml"]
+        for c in made.cells
+        for o in c.get("outputs", [])
+        if "image/svg+xml" in o.get("data", {})
+    ]
+    assert len(shown) == 2 and 'fill="blue"' in shown[1] and 'fill="red"' in shown[0]
+    assert figure.read_text() == shown[1]
+    with pytest.raises(SystemExit, match="no SVG output in the cell of figure fig-green"):
+        refresh_notebooks.figure_output(made, "fig-green")

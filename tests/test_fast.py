@@ -15,7 +15,7 @@ from capsnotes.fast.cpu import (
     cpu_matmul_rates,
 )
 from capsnotes.fast.plan import BF16_SPEEDUP
-from capsnotes.fast.precision import device_capability, device_name, resolve_device
+from capsnotes.fast.precision import device_name, resolve_device
 from capsnotes.fast.routing import FusedDigitCapsules, fused_dynamic_routing, route_parents_first
 from capsnotes.training.config import TrainConfig
 from capsnotes.training.train import plan_for
@@ -315,11 +315,39 @@ def test_the_probe_reports_the_fastest_of_its_repeats(monkeypatch):
 # --- devices and precision ---
 
 
-def test_the_capability_is_read_from_a_cuda_device_only(monkeypatch):
-    """The plan's one input read from the device (capsnotes.fast.plan decides from it)."""
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))
-    assert device_capability(torch.device("cuda")) == (7, 5)
-    assert device_capability(torch.device("cpu")) is None
+def test_a_cuda_run_is_planned_from_the_capability_its_own_card_reports(monkeypatch):
+    """plan_for asks the device it is given for its compute capability and plans from
+    it: on a machine (faked here) whose cuda:0 is a T4 (7.5) and cuda:1 an H100 (9.0),
+    a run on cuda:0 trains in float16 with its loss scaler and no graph, one on cuda:1
+    in bf16, graphed; a run on the CPU asks no card."""
+    cards = {0: (7, 5), 1: (9, 0)}
+    asked = []
+
+    def capability(device=None):
+        index = torch.cuda.current_device() if device is None else torch.device(device).index
+        asked.append(index)
+        return cards[index]
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", capability)
+    config = TrainConfig(model=TINY)
+    t4, h100 = plan_for(config, "cuda:0"), plan_for(config, "cuda:1")
+    assert asked == [0, 1]
+    assert (t4.capability, t4.precision, t4.loss_scaling, t4.cuda_graph) == (
+        (7, 5),
+        "float16",
+        True,
+        False,
+    )
+    assert (h100.capability, h100.precision, h100.loss_scaling, h100.cuda_graph) == (
+        (9, 0),
+        "bfloat16",
+        False,
+        True,
+    )
+    cpu = plan_for(config, "cpu")
+    assert cpu.capability is None and asked == [0, 1]
 
 
 def test_devices_are_resolved_and_described():

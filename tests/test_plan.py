@@ -1,13 +1,14 @@
 """How a run computes, decided by one pure function (capsnotes.fast.plan.plan_run): the
 table of what it decides on a CPU and on four GPUs, for the trainer, --reference and a
-compiled run; single choices overridden with the rest kept consistent, and the
-combinations that cannot run refused with the reason."""
+compiled run; the format of every compute capability, present and future, against what
+the cards compute natively; single choices overridden with the rest kept consistent, and
+the combinations that cannot run refused with the reason."""
 
 from __future__ import annotations
 
 import pytest
 
-from capsnotes.fast.plan import CHOICES, gpu_precision, plan_run, version_tuple
+from capsnotes.fast.plan import CHOICES, plan_run, version_tuple
 from capsnotes.training.config import PROFILES, TrainConfig, profile
 
 PAPER = PROFILES["paper"]
@@ -84,13 +85,35 @@ def test_the_plan_of_each_device(device, variant):
     assert ("capturable" in record["optimizer"]) is made.cuda_graph
 
 
-def test_the_format_follows_the_tensor_cores():
-    """bf16 from compute capability 8.0, float16 on 7.x (tensor cores without bf16),
-    float32 before (no tensor cores: P100, GTX 10xx)."""
-    cards = {(6, 0): "float32", (6, 1): "float32", (7, 0): "float16", (7, 5): "float16"}
-    cards |= {(8, 0): "bfloat16", (8, 6): "bfloat16", (8, 9): "bfloat16", (9, 0): "bfloat16"}
-    for capability, precision in cards.items():
-        assert gpu_precision(capability) == precision, capability
+#: What a CUDA card computes natively, from NVIDIA's documentation rather than from the
+#: code under test: bf16 arithmetic from compute capability 8.0 (Ampere; also the
+#: threshold of ``torch.cuda.is_bf16_supported``), float16 tensor cores from 7.0 (Volta).
+BF16_NATIVE, FP16_TENSOR_CORES = (8, 0), (7, 0)
+
+#: Compute capabilities from Kepler to cards newer than any the code names: each side of
+#: both thresholds, and unknown future majors.
+CAPABILITIES = [
+    (3, 7), (5, 2), (6, 0), (6, 1), (6, 2), (7, 0), (7, 2), (7, 5), (8, 0), (8, 6), (8, 7),
+    (8, 9), (9, 0), (10, 0), (10, 3), (11, 0), (12, 0), (12, 1),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("capability", CAPABILITIES, ids=lambda c: f"{c[0]}.{c[1]}")
+def test_a_gpu_trains_in_the_best_format_it_computes_natively(capability):
+    """The trainer's plan for a card: a 16-bit format only where the card computes it
+    natively; 16 bits wherever it has tensor cores (mixed precision is what they are
+    for); and there bf16 rather than float16 wherever it has bf16 (float16 needs a loss
+    scaler and is not graphed). Future cards count as having what 8.0 has."""
+    made = plan(capability)
+    if made.precision == "bfloat16":
+        assert capability >= BF16_NATIVE
+    if made.precision == "float16":
+        assert capability >= FP16_TENSOR_CORES
+    if capability >= FP16_TENSOR_CORES:
+        assert made.precision != "float32"
+    if capability >= BF16_NATIVE:
+        assert made.precision == "bfloat16" and made.cuda_graph and not made.loss_scaling
+    assert made.loss_scaling is (made.precision == "float16")
 
 
 def test_without_mixed_precision_every_card_trains_in_float32_and_is_graphed():
@@ -156,7 +179,29 @@ def test_the_torch_version_decides_fused_adam_on_a_cpu():
         version_tuple("latest")
 
 
-def test_a_cuda_plan_needs_the_capability_and_the_choices_are_named():
+def test_a_cuda_plan_needs_the_capability():
     with pytest.raises(ValueError, match="compute capability"):
         plan_run(TrainConfig(), "cuda")
-    assert CHOICES == ("routing", "convolution", "precision", "cuda_graph", "fused_adam", "compile")
+
+
+#: For each choice a benchmark row may name: a device whose trainer's plan chooses
+#: otherwise, and the value given instead.
+GIVEN = {
+    "routing": (H100, "reference"),
+    "convolution": (CPU, "matmul"),
+    "precision": (CPU, "bfloat16"),
+    "cuda_graph": (H100, False),
+    "fused_adam": (H100, False),
+    "compile": (H100, True),
+}
+
+
+@pytest.mark.parametrize("name", list(GIVEN))
+def test_each_choice_given_is_what_the_plan_holds(name):
+    """Every choice the plan names (CHOICES) can be given by name: the plan then holds
+    the value given, not the one it would have chosen, and no longer times it."""
+    assert set(GIVEN) == set(CHOICES)  # each named choice is tried here
+    device, value = GIVEN[name]
+    assert getattr(plan(device), name) != value
+    made = plan(device, **{name: value})
+    assert getattr(made, name) == value and name not in made.timed

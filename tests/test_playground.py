@@ -27,13 +27,12 @@ from capsbook.playground import (
 from capsnotes import squash
 
 
-def test_the_presets_are_the_three_the_page_offers_within_its_limits():
-    assert [p.name for p in PRESETS] == [
-        "two clusters agree",
-        "all disagree",
-        "one long outlier",
-    ]
-    assert DEFAULT is PRESETS[0]
+def test_every_preset_is_one_the_page_can_load():
+    """The page looks a preset up by its name (the default too) and draws between
+    CHILDREN and PARENTS of them: every preset is within those limits with one 2-D vote
+    per parent, the names are distinct, and the default is one of them."""
+    names = [p.name for p in PRESETS]
+    assert len(set(names)) == len(names) and DEFAULT in PRESETS
     for preset in PRESETS:
         assert CHILDREN[0] <= preset.children <= CHILDREN[1]
         assert PARENTS[0] <= preset.parents <= PARENTS[1]

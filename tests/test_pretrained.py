@@ -344,11 +344,15 @@ def test_a_record_that_matches_damaged_tensors_is_still_caught(tiny_run, tmp_pat
         load_pretrained("mnist", folder=tmp_path)
 
 
-def test_weights_folder_holds_only_shipped_models():
-    expected = sorted(
-        f"{name}.{suffix}"
-        for name in [*SHIPPED, "multimnist"]
-        for suffix in ("json", "safetensors")
-    )
-    assert sorted(p.name for p in WEIGHTS_DIR.iterdir()) == expected
-    assert set(SHIPPED) | {"multimnist"} == set(PRETRAINED)
+def test_every_listed_model_loads_and_every_shipped_file_is_one_of_theirs():
+    """What the package lists (PRETRAINED) is what it ships: load_pretrained loads each
+    listed name from the weights folder, with a record whose hash its weights have; and
+    the folder (all of which the wheel carries) holds no file that no name loads."""
+    loaded = set()
+    for name in PRETRAINED:
+        model, history = load_pretrained(name)
+        assert isinstance(model, torch.nn.Module) and not model.training
+        weights, record = pretrained_files(name)
+        assert history["shipped"]["sha256"] == file_sha256(weights)
+        loaded |= {weights.name, record.name}
+    assert {p.name for p in WEIGHTS_DIR.iterdir()} == loaded

@@ -5,7 +5,6 @@ time (jaxtyping, checked with beartype)."""
 
 from __future__ import annotations
 
-import importlib.metadata
 import subprocess
 import sys
 
@@ -16,7 +15,6 @@ import torch
 from importlinter.cli import lint_imports
 from jaxtyping import jaxtyped
 
-import capsnotes
 from capsnotes import (
     CapsNet,
     Decoder,
@@ -95,8 +93,3 @@ def test_the_shapes_in_the_signatures_hold_at_run_time():
         with pytest.raises(Exception, match="Type-check error|type-check|jaxtyping"):
             call()
             pytest.fail(name)
-
-
-def test_the_installed_version_is_the_package_version():
-    """pip's metadata reads the version from capsnotes/__init__.py (pyproject.toml)."""
-    assert importlib.metadata.version("capsnotes") == capsnotes.__version__

@@ -22,6 +22,10 @@ that they read the same there as in the HTML book:
 * a number glued from a computed output (MyST-NB's ``{glue:text}`name:format```) becomes
   that number as text, formatted as the HTML formats it.
 
+A code cell tagged to be skipped (:data:`SKIPPING`) is refused: Colab's "Run all" honours
+no tag, so it would run there although the test machine's nbval never ran it; a cell that
+needs a GPU or hours of training guards itself in code instead.
+
 Code cells are left exactly as they are, so the notebook runs (and hashes, for the
 book's execution cache) the same. ``tools/refresh_notebooks.py`` uses this when it
 writes the notebooks; ``tests/test_book.py`` checks that no MyST syntax is left.
@@ -56,6 +60,9 @@ MYST_ONLY = [
     re.compile(r"\$\$\s*\([\w-]+\)"),  # an equation label
     re.compile(r"^\([\w-]+\)=\s*$", re.M),  # a target
 ]
+#: The tags with which a runner leaves a code cell out (the book's build, nbval): Colab
+#: honours none of them.
+SKIPPING = frozenset({"skip-execution", "nbval-skip", "remove-cell-execution"})
 
 
 @dataclass
@@ -281,6 +288,12 @@ def colab_cells(
         if caption is not None:
             raise ValueError(
                 f"{chapter.name}: a figure must be followed by text, cell {index} is code"
+            )
+        skipped = SKIPPING & set(cell.metadata.get("tags", []))
+        if skipped:
+            raise ValueError(
+                f"{chapter.name}: cell {index} is tagged {', '.join(sorted(skipped))}, but "
+                "Colab's Run all honours no tag and would run it: guard it in code instead"
             )
         # collapsed in the HTML (hide-cell) or left out of it (remove-cell, the
         # bookkeeping that glues numbers into the text): a titled form in Colab
