@@ -350,9 +350,8 @@ def test_a_cuda_run_is_planned_from_the_capability_its_own_card_reports(monkeypa
     assert cpu.capability is None and asked == [0, 1]
 
 
-def test_devices_are_resolved_and_described():
+def test_devices_are_resolved_and_described(monkeypatch):
     assert resolve_device("cpu") == torch.device("cpu")
-    assert resolve_device(None).type in ("cpu", "cuda")
     assert device_name("cpu").startswith("CPU: ")
     threads = torch.get_num_threads()
     try:
@@ -364,6 +363,12 @@ def test_devices_are_resolved_and_described():
         torch.set_num_threads(threads)
     with pytest.raises(ValueError, match="device must be"):
         resolve_device("tpu")
-    if not torch.cuda.is_available():
-        with pytest.raises(ValueError, match="PyTorch sees no CUDA GPU"):
-            resolve_device("cuda")
+    # what PyTorch sees decides, on any machine: with no GPU "auto" is the CPU and
+    # "cuda" is refused; with one, both are the GPU (resolve_device reads it per call)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert resolve_device(None) == resolve_device("auto") == torch.device("cpu")
+    with pytest.raises(ValueError, match="PyTorch sees no CUDA GPU"):
+        resolve_device("cuda")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert resolve_device(None).type == resolve_device("auto").type == "cuda"
+    assert resolve_device("cuda:1") == torch.device("cuda", 1)
