@@ -4,11 +4,14 @@
     python tools/prose_stats.py --long     # also every sentence over 45 words
 
 Counted is the MyST source (``book/*.md``) outside code cells, math (``$...$``,
-``$$...$$``), directives' option lines, figure captions kept in cell metadata, HTML
-blocks, tables, headings and collapsed boxes (``:class: dropdown``, ``{admonition}`` with
-``dropdown``, and the ``{toggle}`` directive). Roles count as their visible text (a
-citation as one word). A sentence ends at ``.``, ``?`` or ``!`` followed by a space and
-a capital, a digit, a quote or a bracket, or at the end of a paragraph.
+``$$...$$``), directives' option lines, HTML blocks, tables, headings and collapsed boxes
+(``:class: dropdown``, ``{admonition}`` with ``dropdown``, and the ``{toggle}``
+directive); and, in a column of their own and in the total, the figures' captions and
+alternative texts, which a code cell keeps in its metadata (``mystnb: figure: caption``
+and ``mystnb: image: alt``): a reader reads them, and a screen reader reads the alt.
+Roles count as their visible text (a citation as one word). A sentence ends at ``.``,
+``?`` or ``!`` followed by a space and a capital, a digit, a quote or a bracket, or at
+the end of a paragraph.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
+
+import yaml
 
 BOOK = Path(__file__).resolve().parents[1] / "book"
 
@@ -79,6 +84,22 @@ def prose_paragraphs(text: str) -> list[str]:
     return cleaned
 
 
+CELL_OPTIONS = re.compile(r"^```\{code-cell\}[^\n]*\n---\n(.*?)\n---\n", re.M | re.S)
+
+
+def figure_texts(text: str) -> list[str]:
+    """The captions and alternative texts of a MyST chapter's figures (its code cells'
+    ``mystnb`` options), each as one paragraph."""
+    found = []
+    for block in CELL_OPTIONS.findall(text):
+        options = (yaml.safe_load(block) or {}).get("mystnb", {})
+        for section, key in (("figure", "caption"), ("image", "alt")):
+            value = options.get(section, {}).get(key)
+            if value:
+                found.append(" ".join(str(value).split()))
+    return found
+
+
 def sentences(paragraph: str) -> list[str]:
     return [s for s in SENTENCE_END.split(paragraph) if s.strip()]
 
@@ -90,14 +111,24 @@ def words(text: str) -> int:
 def main(argv: list[str]) -> int:
     show_long = "--long" in argv
     total_words, all_sentences = 0, []
-    print(f"{'chapter':32s} {'words':>6s} {'sentences':>9s} {'mean':>5s} {'>45':>4s}")
+    print(
+        f"{'chapter':32s} {'prose':>6s} {'figures':>7s} {'words':>6s} {'sentences':>9s} "
+        f"{'mean':>5s} {'>45':>4s}"
+    )
     for path in sorted(BOOK.glob("*.md")):
-        found = [s for p in prose_paragraphs(path.read_text()) for s in sentences(p)]
+        text = path.read_text()
+        prose = [s for p in prose_paragraphs(text) for s in sentences(p)]
+        figures = [s for p in figure_texts(text) for s in sentences(p)]
+        found = prose + figures
         lengths = [words(s) for s in found]
         count = sum(lengths)
         long = [s for s, n in zip(found, lengths) if n > 45]
         mean = count / len(found) if found else 0.0
-        print(f"{path.stem:32s} {count:6d} {len(found):9d} {mean:5.1f} {len(long):4d}")
+        in_figures = sum(words(s) for s in figures)
+        print(
+            f"{path.stem:32s} {count - in_figures:6d} {in_figures:7d} {count:6d} "
+            f"{len(found):9d} {mean:5.1f} {len(long):4d}"
+        )
         if show_long:
             for sentence in long:
                 print(f"    ({words(sentence)}) {sentence}")
@@ -105,7 +136,10 @@ def main(argv: list[str]) -> int:
         all_sentences += lengths
     mean = total_words / len(all_sentences)
     over = sum(n > 45 for n in all_sentences)
-    print(f"{'the book':32s} {total_words:6d} {len(all_sentences):9d} {mean:5.1f} {over:4d}")
+    print(
+        f"{'the book':32s} {'':6s} {'':7s} {total_words:6d} {len(all_sentences):9d} "
+        f"{mean:5.1f} {over:4d}"
+    )
     return 0
 
 
