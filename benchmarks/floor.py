@@ -1,0 +1,231 @@
+"""The floor under a training step: the matrix products and convolutions it runs, each
+timed alone. ``python -m benchmarks.floor --batch-sizes 64 128 --record NAME``
+
+A training step of the trainer's chosen plan (``plan_for`` on this CPU, timed on a real
+batch, as a run chooses) is recorded once with PyTorch's profiler, shapes and dtypes
+kept. Every product it ran — ``aten::mm``, ``bmm``, ``addmm``, ``baddbmm`` and the
+native convolutions forward and backward — is then timed alone, on fresh contiguous
+tensors of the same shapes and dtype, with ``torch.utils.benchmark`` at the same number
+of threads (the median of its measurements). Their sum is the step's floor: what the
+step would take if it did nothing but its products, each at the speed it has alone.
+Beside it: the step itself (the median of repeated steps), its arithmetic rate, and the
+CPU's best rate for a large square product in the step's precision
+(:func:`capsnotes.fast.cpu.cpu_matmul_rates` at 2048 and 4096). The record goes to
+``benchmarks/results/NAME-floor.json`` and names the CPU.
+
+Products are replayed on contiguous tensors: where the step hands one a transposed or
+strided view, the view's own cost (a copy, or a slower kernel) belongs to the step, not
+the floor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+from torch.utils import benchmark
+
+from benchmarks.compare import cpu_details
+from capsnotes.data import load_dataset
+from capsnotes.fast.cpu import cpu_matmul_rates
+from capsnotes.training.config import profile as training_profile
+from capsnotes.training.train import build_run, plan_for
+
+RESULTS = Path(__file__).resolve().parent / "results"
+#: The product kernels a CPU step runs (the wrappers above them, matmul, linear,
+#: einsum, conv2d, call these).
+PRODUCTS = (
+    "aten::mm",
+    "aten::bmm",
+    "aten::addmm",
+    "aten::baddbmm",
+    "aten::mkldnn_convolution",
+    "aten::convolution_backward",
+)
+DTYPE_NAMES = {"float": torch.float32, "c10::BFloat16": torch.bfloat16, "c10::Half": torch.float16}
+
+
+@dataclasses.dataclass(frozen=True)
+class Product:
+    """One kind of product a step ran: the kernel, its tensors' shapes and dtype, its
+    other arguments as the profiler saw them."""
+
+    name: str
+    shapes: tuple[tuple[int, ...], ...]
+    dtype: str
+    arguments: tuple[Any, ...]
+
+    def flops(self) -> int:
+        """Floating-point operations (a multiply and an add count two)."""
+        s = self.shapes
+        if self.name == "aten::mm":
+            (m, k), (_, n) = s[0], s[1]
+            return 2 * m * k * n
+        if self.name == "aten::addmm":
+            (m, k), (_, n) = s[1], s[2]
+            return 2 * m * k * n
+        if self.name in ("aten::bmm", "aten::baddbmm"):
+            first, second = (s[0], s[1]) if self.name == "aten::bmm" else (s[1], s[2])
+            (b, m, k), (_, _, n) = first, second
+            return 2 * b * m * k * n
+        if self.name == "aten::mkldnn_convolution":
+            (batch, channels, _, _), (out, per_group, kh, kw) = s[0], s[1]
+            stride = self.arguments[4]
+            height = (s[0][2] - kh) // stride[0] + 1
+            width = (s[0][3] - kw) // stride[1] + 1
+            return 2 * batch * out * height * width * per_group * kh * kw
+        if self.name == "aten::convolution_backward":
+            (batch, out, height, width), (_, channels, _, _), (_, per_group, kh, kw) = s[:3]
+            mask = self.arguments[-1]
+            return 2 * batch * out * height * width * per_group * kh * kw * sum(mask[:2])
+        raise ValueError(f"no FLOP count for {self.name}")
+
+    def runner(self) -> tuple[str, dict[str, Any]]:
+        """A statement and its globals that run this product alone."""
+        dtype = DTYPE_NAMES[self.dtype]
+        generator = torch.Generator().manual_seed(0)
+        tensors = [
+            torch.randn(shape, generator=generator).to(dtype) if shape else None
+            for shape in self.shapes
+        ]
+        op = getattr(torch.ops.aten, self.name.split("::")[1])
+        if self.name == "aten::mkldnn_convolution":
+            # (input, weight, bias, padding, stride, dilation, groups)
+            args = [*tensors[:3], *self.arguments[3:]]
+        elif self.name == "aten::convolution_backward":
+            # (grad_output, input, weight, bias_sizes, stride, padding, dilation,
+            # transposed, output_padding, groups, output_mask)
+            args = [*tensors[:3], *self.arguments[3:]]
+        else:  # the products' tensors; beta and alpha at their defaults, 1
+            args = [t for t in tensors if t is not None]
+        return "op(*args)", {"op": op, "args": args}
+
+
+def products_of(step: Any, batch: tuple[torch.Tensor, ...]) -> Counter:
+    """The products one call of ``step(batch)`` runs, counted."""
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as recorded:
+        step(batch)
+    found: Counter = Counter()
+    for event in recorded.events():
+        if event.name not in PRODUCTS:
+            continue
+        shapes = tuple(tuple(shape) for shape in event.input_shapes)
+        dtypes = [d for d in event.input_dtypes if d in DTYPE_NAMES]
+        arguments = tuple(
+            tuple(c) if isinstance(c, list) else c for c in (event.concrete_inputs or [])
+        )
+        found[Product(event.name, shapes, dtypes[0], arguments)] += 1
+    return found
+
+
+def time_alone(product: Product, threads: int) -> float:
+    """The median seconds of ``product`` run alone."""
+    statement, scope = product.runner()
+    timer = benchmark.Timer(statement, globals=scope, num_threads=threads)
+    return timer.blocked_autorange(min_run_time=0.5).median
+
+
+def measure(batch_size: int, repeats: int, threads: int) -> dict[str, Any]:
+    """The floor and the step at ``batch_size`` (see the module)."""
+    config = dataclasses.replace(training_profile("paper"), batch_size=batch_size)
+    data = load_dataset("mnist", train=True).subset(batch_size * (repeats + 2), seed=0)
+    batches = list(
+        data.batches(
+            batch_size,
+            shuffle=True,
+            max_shift=config.max_shift,
+            generator=torch.Generator().manual_seed(0),
+        )
+    )
+    plan = plan_for(config, "cpu", sample=lambda: batches[0])
+    run = build_run(config, "cpu", plan)
+    run.step(batches[0])  # Adam makes its state
+    seconds = []
+    for batch in batches[1 : repeats + 1]:
+        started = time.perf_counter()
+        run.step(batch)
+        seconds.append(time.perf_counter() - started)
+    found = products_of(run.step, batches[-1])
+    rows, floor, flops = [], 0.0, 0
+    for product, count in found.most_common():
+        alone = time_alone(product, threads)
+        floor += count * alone
+        flops += count * product.flops()
+        rows.append(
+            {
+                "kernel": product.name,
+                "shapes": product.shapes,
+                "dtype": product.dtype,
+                "count": count,
+                "seconds_each": alone,
+                "gflops_each": product.flops() / 1e9,
+                "gflop_per_s": product.flops() / alone / 1e9,
+            }
+        )
+    step = statistics.median(seconds)
+    rows.sort(key=lambda row: -row["count"] * row["seconds_each"])
+    return {
+        "batch_size": batch_size,
+        "plan": plan.to_dict(),
+        "step_seconds": step,
+        "step_seconds_each": seconds,
+        "floor_seconds": floor,
+        "step_over_floor": step / floor,
+        "product_gflop": flops / 1e9,
+        "step_gflop_per_s": flops / step / 1e9,
+        "floor_gflop_per_s": flops / floor / 1e9,
+        "products": rows,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.floor", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[64, 128])
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--record", help="write benchmarks/results/RECORD-floor.json")
+    args = parser.parse_args(argv)
+    threads = torch.get_num_threads()
+    rates = cpu_matmul_rates(sizes=(2048, 4096), repeats=5)
+    record: dict[str, Any] = {
+        "command": " ".join(["python -m benchmarks.floor", *(argv or sys.argv[1:])]),
+        "cpu": cpu_details(),
+        "threads": threads,
+        "torch": torch.__version__,
+        "matmul_gflop_per_s": {
+            "float32": rates.float32,
+            "bfloat16": rates.bfloat16,
+            "sizes": rates.sizes,
+        },
+        "steps": [measure(size, args.repeats, threads) for size in args.batch_sizes],
+    }
+    for step in record["steps"]:
+        precision = step["plan"]["precision"]
+        best = record["matmul_gflop_per_s"]["bfloat16" if precision == "bfloat16" else "float32"]
+        step["share_of_best_product_rate"] = step["step_gflop_per_s"] / best
+        print(
+            f"batch {step['batch_size']} ({precision}, {step['plan']['convolution']} "
+            f"convolution): step {1e3 * step['step_seconds']:.0f} ms, floor "
+            f"{1e3 * step['floor_seconds']:.0f} ms ({step['step_over_floor']:.2f}x), "
+            f"{step['step_gflop_per_s']:.0f} GFLOP/s = "
+            f"{step['share_of_best_product_rate']:.0%} of the best {precision} product"
+        )
+    if args.record:
+        path = RESULTS / f"{args.record}-floor.json"
+        path.write_text(json.dumps(record, indent=1) + "\n")
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,48 @@
+"""benchmarks/floor.py: the products a step runs, found by the profiler and counted, their
+FLOPs by hand, and each replayed alone with the shapes and dtype it ran with."""
+
+from __future__ import annotations
+
+import torch
+
+from benchmarks.floor import Product, products_of, time_alone
+
+
+def test_the_flops_of_each_kind_of_product_by_hand():
+    assert Product("aten::mm", ((3, 4), (4, 5)), "float", ()).flops() == 2 * 3 * 4 * 5
+    addmm = Product("aten::addmm", ((5,), (3, 4), (4, 5)), "float", ())
+    assert addmm.flops() == 2 * 3 * 4 * 5
+    assert Product("aten::bmm", ((2, 3, 4), (2, 4, 5)), "float", ()).flops() == 240
+    # a 9x9 convolution, stride 2, of a 20x20 map: 6x6 outputs
+    conv = Product(
+        "aten::mkldnn_convolution",
+        ((1, 2, 20, 20), (3, 2, 9, 9), (3,)),
+        "float",
+        (None, None, None, (0, 0), (2, 2), (1, 1), 1),
+    )
+    assert conv.flops() == 2 * 3 * 36 * 2 * 81
+    backward = Product(
+        "aten::convolution_backward",
+        ((1, 3, 6, 6), (1, 2, 20, 20), (3, 2, 9, 9)),
+        "float",
+        (None, None, None, (3,), (2, 2), (0, 0), (1, 1), False, (0, 0), 1, (True, True, False)),
+    )
+    assert backward.flops() == 2 * conv.flops()  # the input's gradient and the weight's
+
+
+def test_a_step_s_products_are_found_counted_and_replayed():
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(8, 4)
+    x = torch.randn(5, 8)
+
+    def step(batch):
+        (x,) = batch
+        (layer(x).sum() + (x @ x.t()).sum()).backward()
+
+    found = products_of(step, (x,))
+    kinds = {(p.name, p.shapes[:3]) for p in found}
+    assert ("aten::addmm", ((4,), (5, 8), (8, 4))) in kinds  # the layer forward
+    assert ("aten::mm", ((5, 8), (8, 5))) in kinds  # x @ x.T
+    assert all(p.dtype == "float" for p in found)
+    for product in found:
+        assert time_alone(product, threads=1) > 0
