@@ -88,3 +88,21 @@ def test_bad_input_is_refused_naming_what_was_expected():
         stats.mcnemar(-1, 3)
     with pytest.raises(ValueError, match="four cells"):
         stats.two_by_two({("a", "x"): [1, 2], ("b", "x"): [1, 3]})
+
+
+def test_a_table_states_each_difference_by_the_book_s_standard():
+    found = stats.paired(R1["none"] + R1["reconstruction"], R3["none"] + R3["reconstruction"])
+    not_found = stats.unpaired([1.0, 2.0, 3.0], [1.5, 2.5, 2.0])
+    lines = stats.table({"r = 3 - r = 1": found, "noise": not_found}, digits=3).splitlines()
+    assert len(lines) == 4  # a header, its rule, a row per difference
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines[2:]]
+    assert cells[0][:4] == ["r = 3 - r = 1", "-0.080", f"{found.spread:.3f}", "6 pairs"]
+    assert cells[0][4:] == ["0.009", "0.031", f"{found.detectable:.3f}", "yes"]
+    assert cells[1][3] == "3 + 3" and cells[1][-1] == "no"
+    assert not not_found.is_difference
+    # scaled: fractions as points
+    scaled = stats.table({"x": stats.paired([0.01, 0.02, 0.03], [0.02, 0.04, 0.05])}, 100)
+    assert "| +1.67 |" in scaled
+    assert "< 0.001" in stats.table({"far": stats.unpaired([0, 0.1, 0], [9, 9.1, 9])})
+    with pytest.raises(ValueError, match="at least one"):
+        stats.table({})

@@ -190,3 +190,37 @@ def two_by_two(cells: Mapping[tuple[str, str], Sequence[float]]) -> TwoByTwo:
         pooled=paired(*both),
         interaction=paired(changes[b_levels[0]], changes[b_levels[1]]),
     )
+
+
+def _p_text(p: float) -> str:
+    return "< 0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def table(
+    differences: Mapping[str, Difference], scale: float = 1.0, digits: int = 2
+) -> str:
+    """``differences`` (name -> :class:`Difference`) as a Markdown table, a row each,
+    the book's columns side by side: the effect, the seeds' spread, the seeds (or
+    pairs), Student's p, the exact p, the difference the design detects, and whether it
+    is a difference by the book's standard. Effects, spreads and detectable differences
+    are multiplied by ``scale`` (100: fractions as points) and shown with ``digits``
+    decimals."""
+    if not differences:
+        raise ValueError("a table needs at least one difference")
+    lines = [
+        "| comparison | effect | seeds' spread | seeds | p (Student's t) | exact p "
+        "| the design detects | a difference? |",
+        "|---|---:|---:|---:|---:|---:|---:|:---:|",
+    ]
+    for name, d in differences.items():
+        seeds = f"{d.n} pairs" if d.paired else f"{d.n} + {d.n}"
+        effect, spread, detects = (
+            f"{scale * x:{sign}.{digits}f}"
+            for x, sign in ((d.effect, "+"), (d.spread, ""), (d.detectable, ""))
+        )
+        verdict = "yes" if d.is_difference else "no"
+        lines.append(
+            f"| {name} | {effect} | {spread} | {seeds} | {_p_text(d.p)} "
+            f"| {_p_text(d.exact_p)} | {detects} | {verdict} |"
+        )
+    return "\n".join(lines)
