@@ -3,12 +3,16 @@ import math
 import pytest
 import torch
 
+from capsbook import stats
 from capsbook.analysis import (
     PROPERTIES,
+    confusion_figure,
     dimension_effects,
+    disagreement,
     image_moments,
     perturb_dimensions,
     routing_statistics,
+    sweep_figure,
 )
 from capsnotes import CapsNet, dynamic_routing
 from capsnotes.data import ImageSet
@@ -146,3 +150,76 @@ def test_confusion_matrix_counts_true_against_predicted():
     assert matrix.sum() == 6 and matrix.trace() == 4
     with pytest.raises(ValueError, match="predictions must have shape"):
         confusion_matrix(predictions[:3], labels, 3)
+
+
+def test_disagreement_counts_each_models_own_errors_and_tests_them_by_mcnemar():
+    """1,000 items: 30 only the first model misreads, 10 only the second, 5 both. The
+    effect is the second's error rate minus the first's; p is McNemar's; the detectable
+    difference comes from the standard error √40 / 1000; swapping the models flips the
+    effect and keeps p."""
+    wrong_a = torch.zeros(1000, dtype=torch.bool)
+    wrong_b = torch.zeros(1000, dtype=torch.bool)
+    wrong_a[:30] = True
+    wrong_b[30:40] = True
+    wrong_a[500:505] = wrong_b[500:505] = True
+    found = disagreement(wrong_a, wrong_b)
+    assert (found.count, found.only_a, found.only_b, found.both) == (1000, 30, 10, 5)
+    assert found.effect == pytest.approx(-0.02)
+    assert found.p == pytest.approx(stats.mcnemar(30, 10)) and found.is_difference
+    assert found.detectable == pytest.approx(stats.detectable(math.sqrt(40) / 1000, 39))
+    swapped = disagreement(wrong_b, wrong_a)
+    assert swapped.effect == pytest.approx(0.02) and swapped.p == pytest.approx(found.p)
+    even = wrong_b.clone()
+    even[40:60] = True  # 30 against 30: no difference
+    assert disagreement(wrong_a, even).p == 1.0
+    assert not disagreement(wrong_a, even).is_difference
+    with pytest.raises(ValueError, match="bool tensor"):
+        disagreement(wrong_a.int(), wrong_b)
+    with pytest.raises(ValueError, match="the same N"):
+        disagreement(wrong_a, wrong_b[:10])
+    with pytest.raises(ValueError, match="too few to test"):
+        disagreement(wrong_a, wrong_a)
+
+
+def test_the_confusion_figure_prints_every_count_and_shades_only_the_errors():
+    confusion = torch.tensor([[50, 3, 0], [7, 40, 1], [0, 2, 60]])
+    fig = confusion_figure(confusion, ["a", "b", "c"])
+    ax = fig.axes[0]
+    printed = [int(t.get_text()) for t in ax.texts]
+    assert printed == confusion.flatten().tolist()
+    shaded = ax.images[0].get_array()
+    assert shaded.max() == 7 and all(shaded[k, k] == 0 for k in range(3))
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["a", "b", "c"]
+    with pytest.raises(ValueError, match=r"confusion must be \[2, 2\]"):
+        confusion_figure(confusion, ["a", "b"])
+
+
+def test_the_sweep_figure_draws_each_models_accuracy_against_each_factor():
+    sweeps = {
+        factor: [{"value": v, "accuracy": a} for v, a in points]
+        for factor, points in (
+            ("rotation_degrees", ((-30, 0.5), (0, 0.99), (30, 0.6))),
+            ("shear", ((-0.4, 0.8), (0, 0.99), (0.4, 0.7))),
+            ("scale", ((0.6, 0.9), (1.0, 0.99), (1.4, 0.95))),
+        )
+    }
+    other = {f: [{**p, "accuracy": p["accuracy"] / 2} for p in c] for f, c in sweeps.items()}
+    record = {
+        "ranges": {"rotation_degrees": 20.0, "shear": 0.2, "scale": 1.25},
+        "models": {"capsnet": {"sweeps": sweeps}, "cnn": {"sweeps": other}},
+    }
+    fig = sweep_figure(record, {"capsnet": "CapsNet", "cnn": "CNN"})
+    assert len(fig.axes) == 3
+    for ax, factor in zip(fig.axes, ("rotation_degrees", "shear", "scale")):
+        first, second = ax.lines
+        assert list(first.get_xdata()) == [p["value"] for p in sweeps[factor]]
+        assert list(first.get_ydata()) == [100 * p["accuracy"] for p in sweeps[factor]]
+        assert list(second.get_ydata()) == [100 * p["accuracy"] for p in other[factor]]
+        assert first.get_label() == "CapsNet" and second.get_label() == "CNN"
+    shaded = fig.axes[2].patches[0].get_path().get_extents()
+    # the random warps' scale range, 1 / 1.25 to 1.25, in data coordinates
+    assert fig.axes[2].patches[0].get_transform() is not None
+    corners = (
+        fig.axes[2].patches[0].get_patch_transform().transform([[shaded.x0, 0], [shaded.x1, 0]])
+    )
+    assert [x for x, _ in corners] == pytest.approx([0.8, 1.25])

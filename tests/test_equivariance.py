@@ -11,20 +11,26 @@ import math
 import pytest
 import torch
 from matplotlib.figure import Figure
+from scipy import stats as scipy_stats
 
+from capsbook import stats
 from capsbook.equivariance import (
     PREDICTORS,
     Transformation,
     amounts,
     angle_between,
+    bootstrap_interval,
+    compare_images,
     equivariance_figure,
     fit_linear_map,
     held_out_angles,
     held_out_misses,
+    image_r2,
     measure,
     miss_table,
     principal_directions,
     read_out,
+    read_out_figure,
     read_out_table,
     represent,
     rotate_images,
@@ -348,6 +354,87 @@ def test_the_read_out_holds_out_every_step_of_a_digit_together():
     torch.testing.assert_close(result.rms, error.square().mean(0).sqrt())
 
 
+def test_the_images_shares_of_r2_average_to_the_read_outs_r2():
+    """R² splits into one share per digit (every digit undergoes the same steps): their
+    mean is the read-out's R², an exact read-out gives each digit 1, and a digit read
+    worse than the others gets a smaller share."""
+    before, generator = cloud(count=20, dims=6)
+    after = before + torch.randn(12, 20, 6, dtype=torch.float64, generator=generator)
+    result = read_out(before, after, STEPS, folds=5)
+    shares = image_r2(result, STEPS)
+    assert shares.shape == (20, 3)
+    torch.testing.assert_close(shares.mean(dim=0), result.r2.double())
+    truth = amounts(STEPS)[:, None].expand(-1, 20, -1)
+    exact = result._replace(predicted=truth.clone())
+    assert (image_r2(exact, STEPS) == 1).all()
+    worse = truth.clone()
+    worse[:, 7, 0] += 1.0  # digit 7's dx is read a pixel off at every step
+    shares = image_r2(exact._replace(predicted=worse), STEPS)
+    assert shares[7, 0] < 1 and (shares[torch.arange(20) != 7] == 1).all()
+    # an amount no step changes has nothing to explain
+    shifts_only = transformations(shifts=(-1, 1), angles=())
+    flat = read_out(before, after[:4], shifts_only, folds=5)
+    assert image_r2(flat, shifts_only)[:, 2].isnan().all()
+
+
+def test_the_bootstrap_interval_is_seeded_and_covers_the_mean_at_its_width():
+    """400 values of spread 1 about 3: the 95% interval of their mean holds it and is
+    about 2 × 1.96 / 20 wide; the same seed draws the same interval; values that do not
+    vary have an interval of width 0; a column each for [N, K] values."""
+    generator = torch.Generator().manual_seed(1)
+    values = 3 + torch.randn(400, dtype=torch.float64, generator=generator)
+    low, high = bootstrap_interval(values, draws=2000)
+    assert low < values.mean() < high
+    assert abs((high - low).item() - 2 * 1.96 * values.std().item() / 20) < 0.03
+    again = bootstrap_interval(values, draws=2000)
+    assert again[0] == low and again[1] == high
+    other = bootstrap_interval(values, draws=2000, seed=5)
+    assert other[0] != low
+    flat = torch.full((50,), 0.25, dtype=torch.float64)
+    assert bootstrap_interval(flat)[0] == bootstrap_interval(flat)[1] == 0.25
+    both = bootstrap_interval(torch.stack([values, 10 * values], dim=1), draws=2000)
+    assert both[0].shape == (2,) and both[1][1] - both[0][1] > 9 * (high - low)
+
+
+def test_compare_images_states_a_planted_difference_and_finds_none_where_none_is():
+    """Paired over the images: Student's paired t as SciPy computes it, the detectable
+    difference as capsbook.stats computes it from the standard error, and the book's
+    standard (p < 0.05) met by a planted shift of 0.3 and not by noise alone."""
+    generator = torch.Generator().manual_seed(2)
+    a = torch.randn(64, dtype=torch.float64, generator=generator)
+    noise = 0.5 * torch.randn(64, dtype=torch.float64, generator=generator)
+    found = compare_images(a, a + 0.3 + noise)
+    differences = (0.3 + noise).numpy()
+    assert found.n == 64 and found.effect == pytest.approx(differences.mean())
+    assert found.spread == pytest.approx(differences.std(ddof=1))
+    assert found.p == pytest.approx(scipy_stats.ttest_rel(a + 0.3 + noise, a).pvalue)
+    assert found.detectable == pytest.approx(stats.detectable(differences.std(ddof=1) / 8, 63))
+    assert found.is_difference and found.low < found.effect < found.high
+    assert found.low > 0  # the interval leaves out no difference
+    none = compare_images(a, a + noise - noise.mean())  # mean difference exactly 0
+    assert not none.is_difference and none.p > 0.99 and none.low < 0 < none.high
+    assert compare_images(a + 0.3 + noise, a).effect == pytest.approx(-found.effect)
+
+
+def test_the_read_out_figure_draws_each_read_out_with_its_interval_on_a_fixed_axis():
+    before, generator = cloud(count=20, dims=6)
+    code = torch.randn(3, 6, dtype=torch.float64, generator=generator)
+    noise = torch.randn(12, 20, 6, dtype=torch.float64, generator=generator)
+    results = {
+        "exact-ish": read_out(before, before + amounts(STEPS)[:, None] @ code, STEPS),
+        "noisy": read_out(before, before + amounts(STEPS)[:, None] @ code + noise, STEPS),
+    }
+    fig = read_out_figure(results, STEPS, draws=200)
+    assert isinstance(fig, Figure)
+    [ax] = fig.axes
+    assert ax.get_ylim() == (0.0, 1.0)
+    points = [line for line in ax.lines if line.get_marker() in ("o", "s")]
+    assert len(points) == 2  # a marker per amount for each read-out
+    for line, result in zip(points, results.values()):
+        assert list(line.get_ydata()) == pytest.approx(result.r2.tolist())
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == list(results)
+
+
 # --- the models' readings -----------------------------------------------------------
 
 
@@ -466,3 +553,13 @@ def test_bad_inputs_are_refused_with_errors_that_say_what_was_expected():
         read_out(torch.randn(20, 4), torch.randn(3, 20, 4), steps)
     with pytest.raises(ValueError, match="ridge must be a number >= 0"):
         read_out(torch.randn(20, 4), torch.randn(2, 20, 4), steps, ridge=-1.0)
+    with pytest.raises(ValueError, match=r"a and b must be \[N\] over the same N"):
+        compare_images(torch.randn(5), torch.randn(6))
+    with pytest.raises(ValueError, match="no spread to test"):
+        compare_images(torch.zeros(5), torch.ones(5))
+    with pytest.raises(ValueError, match="N >= 2 images"):
+        bootstrap_interval(torch.ones(1))
+    with pytest.raises(ValueError, match="level must be a float between 0 and 1"):
+        bootstrap_interval(torch.ones(5), level=95)
+    with pytest.raises(ValueError, match=r"result.predicted must be \[T, N, 3\]"):
+        image_r2(read_out(torch.randn(20, 4), torch.randn(1, 20, 4), steps[:1]), steps)

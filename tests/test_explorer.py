@@ -1,7 +1,8 @@
 """The explorer's data (capsbook.explorer): the shipped decoder's exact float16 weights,
 images and capsules that come back from their base64 form, a data file and a page output
 that hold plain JSON, and the book's build writing the data file without torch, byte for
-byte as from the model loaded in PyTorch. (The page itself: tests/test_browser.py.)"""
+byte as from the model loaded in PyTorch; and the notebook's explorer, whose controls
+decode what they show. (The page itself: tests/test_browser.py.)"""
 
 import base64
 import json
@@ -13,7 +14,14 @@ import numpy as np
 import pytest
 import torch
 
-from capsbook.explorer import FORMAT, digits_html, model_arrays, weights_payload, weights_script
+from capsbook.explorer import (
+    FORMAT,
+    CapsuleExplorer,
+    digits_html,
+    model_arrays,
+    weights_payload,
+    weights_script,
+)
 from capsnotes import CapsNet, CapsNetConfig
 from capsnotes.data import ImageSet
 from capsnotes.training.pretrained import load_pretrained
@@ -122,3 +130,34 @@ def test_the_build_writes_the_data_file_without_torch_as_pytorch_would(tmp_path)
     assert built.stdout == weights_script(*model_arrays(model), history)
     payload = json.loads(built.stdout.removeprefix("window.CAPSNOTES_EXPLORER_DATA = ")[:-2])
     assert payload["source"] == {"pretrained": "mnist", "sha256": history["shipped"]["sha256"]}
+
+
+def test_the_notebook_explorer_decodes_the_capsule_its_controls_show(made):
+    """The digits are the page's; a digit starts at the capsule of its prediction, at
+    its own values, ±0.25 around them; the decoded image is the decoder's on the
+    sliders' capsule; moving one slider changes it, and another class resets them."""
+    model, data, payload = made
+    explorer = CapsuleExplorer(model, data, per_class=1, wrong=2)
+    shown = [k for _, k in explorer.picker.options]
+    assert shown == [digit["index"] for digit in payload["digits"]]
+    k = shown[1]
+    explorer.picker.value = k
+    capsules = model.encode(data.floats(slice(k, k + 1)))  # [1, classes, dim]
+    predicted = int(capsules.norm(dim=-1).argmax())
+    assert explorer.fed.value == predicted
+    own = capsules[0, predicted]
+    values = torch.tensor([slider.value for slider in explorer.sliders])
+    torch.testing.assert_close(values, own, atol=1e-6, rtol=0)
+    assert all(s.max - s.min == pytest.approx(0.5) for s in explorer.sliders)
+    before = explorer.decoded()
+    full = torch.zeros(1, 10, 16)
+    full[0, predicted] = values
+    with torch.no_grad():
+        expected = model.decoder(full, torch.tensor([predicted])).view(1, 1, 28, 28)
+    torch.testing.assert_close(before, expected)
+    explorer.sliders[3].value = explorer.sliders[3].max
+    assert not torch.equal(explorer.decoded(), before)
+    other = (predicted + 1) % 10
+    explorer.fed.value = other
+    values = torch.tensor([slider.value for slider in explorer.sliders])
+    torch.testing.assert_close(values, capsules[0, other], atol=1e-6, rtol=0)

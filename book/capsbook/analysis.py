@@ -8,6 +8,11 @@
   and position (chapters 7 and 9, the paper's Figure 4).
 * :func:`training_flops` — the arithmetic of one training step, counted by torch's
   ``FlopCounterMode`` (chapters 3 and 12, the benchmarks).
+* :func:`disagreement` — two models scored on the same test items, stated as the book
+  states a difference (:mod:`capsbook.stats`): the effect, McNemar's p and the
+  difference the test detects (chapter 12).
+* :func:`confusion_figure` and :func:`sweep_figure` — chapter 12's confusion matrix and
+  its accuracy against one affine factor at a time.
 """
 
 from __future__ import annotations
@@ -18,9 +23,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from matplotlib.figure import Figure
 from torch import Tensor, nn
 from torch.utils.flop_counter import FlopCounterMode
 
+from capsbook import stats
+from capsbook.plots import COLORS, new_figure
 from capsnotes import CapsNet, capsnet_loss
 from capsnotes.data import ImageSet, checks
 from capsnotes.fast.routing import route_parents_first
@@ -274,3 +282,134 @@ def training_flops(
     }
     per_module["total"] = sum(counts.get(name, counts.get("Global", {})).values())
     return {key: value // len(batch[0]) for key, value in per_module.items()}
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """Two models scored on the same ``count`` items: ``only_a`` items only the first
+    gets wrong, ``only_b`` only the second, ``both`` both. ``effect`` is the second's
+    error rate minus the first's; ``p`` McNemar's exact test
+    (:func:`capsbook.stats.mcnemar`); ``detectable`` the difference of error rates the
+    test detects at :data:`capsbook.stats.ALPHA` with :data:`capsbook.stats.POWER`,
+    from the standard error of the effect under no difference, ``√(only_a + only_b) /
+    count``. One model each: it says whether these two models differ on these items,
+    not how far other training runs would land."""
+
+    count: int
+    only_a: int
+    only_b: int
+    both: int
+    effect: float
+    p: float
+    detectable: float
+
+    @property
+    def is_difference(self) -> bool:
+        """The book's standard: p below :data:`capsbook.stats.ALPHA`."""
+        return self.p < stats.ALPHA
+
+
+def disagreement(wrong_a: Tensor, wrong_b: Tensor) -> Disagreement:
+    """:class:`Disagreement` of two models from their errors on the same items,
+    ``wrong_a`` and ``wrong_b`` (bool ``[N]``: the item is misread)."""
+    for name, wrong in (("wrong_a", wrong_a), ("wrong_b", wrong_b)):
+        if not torch.is_tensor(wrong) or wrong.dtype != torch.bool or wrong.dim() != 1:
+            raise ValueError(f"{name} must be a bool tensor [N], got {wrong!r:.60}")
+    if wrong_a.shape != wrong_b.shape or len(wrong_a) == 0:
+        raise ValueError(
+            f"wrong_a and wrong_b must score the same N >= 1 items, got "
+            f"{tuple(wrong_a.shape)} and {tuple(wrong_b.shape)}"
+        )
+    count = len(wrong_a)
+    only_a = int((wrong_a & ~wrong_b).sum())
+    only_b = int((wrong_b & ~wrong_a).sum())
+    discordant = only_a + only_b
+    if discordant < 2:
+        raise ValueError(
+            f"the models disagree on {discordant} item(s): too few to test"
+        )
+    error = math.sqrt(discordant) / count
+    return Disagreement(
+        count=count,
+        only_a=only_a,
+        only_b=only_b,
+        both=int((wrong_a & wrong_b).sum()),
+        effect=(only_b - only_a) / count,
+        p=stats.mcnemar(only_a, only_b),
+        detectable=stats.detectable(error, discordant - 1),
+    )
+
+
+def confusion_figure(confusion: Tensor, classes: Sequence[str]) -> Figure:
+    """A confusion matrix ``[K, K]`` (row: true class, column: prediction) with every
+    count printed in its cell, the cells off the diagonal shaded blue by their count
+    (the diagonal, far larger, left out of the scale)."""
+    confusion = torch.as_tensor(confusion)
+    count = len(classes)
+    if confusion.shape != (count, count):
+        raise ValueError(
+            f"confusion must be [{count}, {count}] for {count} classes, got "
+            f"{tuple(confusion.shape)}"
+        )
+    off_diagonal = confusion - torch.diag(torch.diag(confusion))
+    fig, ax = new_figure(width=6.4, height=5.4, style={"axes.grid": False})
+    cells = ax.imshow(off_diagonal.numpy(), cmap="Blues")
+    dark = off_diagonal.max().item() * 0.5
+    for i in range(count):
+        for j in range(count):
+            value = confusion[i, j].item()
+            colour = "white" if i != j and value > dark else "#222222"
+            ax.text(
+                j, i, str(value), ha="center", va="center", fontsize=8, color=colour
+            )
+    ax.set_xticks(range(count), classes, rotation=60, ha="right", fontsize=9)
+    ax.set_yticks(range(count), classes, fontsize=9)
+    ax.set(xlabel="predicted class", ylabel="true class")
+    fig.colorbar(cells, ax=ax, label="test images (off the diagonal)")
+    return fig
+
+
+#: :func:`sweep_figure`'s factors: the axis title of each.
+SWEEP_FACTORS = {
+    "rotation_degrees": "rotation (degrees,\npositive: counter-clockwise)",
+    "shear": "shear factor s\n(y += s·x)",
+    "scale": "scale factor\n(both axes)",
+}
+
+
+def sweep_figure(record: dict[str, Any], models: dict[str, str]) -> Figure:
+    """Accuracy against one affine factor at a time (a panel per factor of
+    :data:`SWEEP_FACTORS`), a line per model of ``models`` (key in the record → name
+    shown; a colour each, in order), from the record of ``python -m capsnotes affine``
+    (its ``ranges`` and each model's ``sweeps``). Shaded grey: the range the record's
+    random warps draw the factor from."""
+    ranges = record["ranges"]
+    spans = {
+        "rotation_degrees": (-ranges["rotation_degrees"], ranges["rotation_degrees"]),
+        "shear": (-ranges["shear"], ranges["shear"]),
+        "scale": (1 / ranges["scale"], ranges["scale"]),
+    }
+    fig, axes = new_figure(ncols=3, width=6.5, height=3.0, sharey=True)
+    for ax, (factor, label) in zip(axes, SWEEP_FACTORS.items()):
+        ax.axvspan(
+            *spans[factor],
+            color="#e6e6e6",
+            zorder=0,
+            label="range of the\nrandom warps",
+        )
+        for color, (key, shown) in zip(COLORS, models.items()):
+            curve = record["models"][key]["sweeps"][factor]
+            ax.plot(
+                [p["value"] for p in curve],
+                [100 * p["accuracy"] for p in curve],
+                "o-",
+                color=color,
+                label=shown,
+                markersize=3.5,
+            )
+        ax.set_xlabel(label, fontsize=9)
+    axes[0].set_xticks([-60, -30, 0, 30, 60])
+    axes[2].set_xticks([0.6, 1.0, 1.4])
+    axes[0].set_ylabel("test accuracy (%)")
+    axes[2].legend(frameon=False, fontsize=8, loc="lower center")
+    return fig

@@ -21,6 +21,11 @@ model, for the capsule of each digit's true class:
   each moved vector (no movement, one offset shared by all, a linear map), and
   :func:`read_out` whether the change of a vector tells, linearly, how its image was
   moved.
+* :func:`image_r2` splits a read-out's R² into one share per image, so that
+  :func:`bootstrap_interval` gives it an interval over the digits and
+  :func:`compare_images` states two read-outs' difference as the book states every
+  difference (:mod:`capsbook.stats`); :func:`read_out_figure` draws the R² with their
+  intervals.
 * :func:`summarize` turns a measurement into medians per transformation,
   :func:`summary_table` and :func:`miss_table` print them, :func:`read_out_table`
   prints read-outs, and :func:`equivariance_figure` draws the medians for one model
@@ -49,8 +54,10 @@ import torch
 import torch.nn.functional as F
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from scipy import stats as scipy_stats
 from torch import Tensor, nn
 
+from capsbook import stats
 from capsbook.plots import COLORS, STYLE, new_figure
 from capsnotes import CapsNet
 from capsnotes.data import checks
@@ -670,6 +677,167 @@ def read_out_table(results: Mapping[str, ReadOut]) -> str:
         r2 = "   ".join(f"{float(r):4.2f}" for r in result.r2)
         rows.append([name[:20].ljust(20), r2, " ".join(e.rjust(7) for e in errors)])
     return _lines(head, sub, rows)
+
+
+def image_r2(result: ReadOut, steps: Sequence[Transformation]) -> Tensor:
+    """Each image's share of :func:`read_out`'s R²: ``[N, 3]`` (float64, on the CPU),
+    ``1 − (the image's squared errors over the steps) / (the steps' squared deviations
+    from their mean amount)`` for each amount of :data:`AMOUNTS`.
+
+    Every image undergoes the same ``steps``, so R² is the mean of these over the
+    images: a mean over digits, which can be resampled or tested digit by digit
+    (:func:`bootstrap_interval`, :func:`compare_images`). An amount that no step
+    changes has no variance to explain: its column is NaN."""
+    truth = amounts(steps)  # [T, 3]
+    predicted = result.predicted.detach().double().cpu()
+    if predicted.dim() != 3 or predicted.shape[0] != len(steps):
+        raise ValueError(
+            f"result.predicted must be [T, N, 3] with T = {len(steps)} steps, got "
+            f"{tuple(predicted.shape)}"
+        )
+    deviation = (truth - truth.mean(dim=0)).square().sum(dim=0)  # [3]
+    error = (predicted - truth[:, None]).square().sum(dim=0)  # [N, 3]
+    deviation = torch.where(deviation > 0, deviation, math.nan)
+    return 1 - error / deviation
+
+
+def _per_image(name: str, values: object) -> Tensor:
+    if not torch.is_tensor(values) or values.dim() < 1 or len(values) < 2:
+        raise ValueError(
+            f"{name} must be a tensor [N, ...] of N >= 2 images, got "
+            f"{tuple(getattr(values, 'shape', ())) or type(values).__name__}"
+        )
+    return values.detach().double().cpu()
+
+
+def bootstrap_interval(
+    values: Tensor, draws: int = 4000, level: float = 0.95, seed: int = 0
+) -> tuple[Tensor, Tensor]:
+    """The percentile bootstrap interval of the mean of ``values`` ``[N, ...]`` over
+    its ``N`` images: ``draws`` resamples of the images with replacement (a seeded
+    generator: the same draws on every machine), and the ``(1 − level) / 2`` and
+    ``(1 + level) / 2`` quantiles of their means, ``(low, high)``, each ``[...]``.
+
+    It says how much the mean would move had other digits of the same kind been
+    measured; not how much another training run of the model would move it."""
+    values = _per_image("values", values)
+    checks.integer("draws", draws, minimum=100)
+    if isinstance(level, bool) or not isinstance(level, float) or not 0 < level < 1:
+        raise ValueError(f"level must be a float between 0 and 1, got {level!r}")
+    generator = torch.Generator().manual_seed(seed)
+    picks = torch.randint(len(values), (draws, len(values)), generator=generator)
+    means = values[picks].mean(dim=1)  # [draws, ...]
+    tails = torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=torch.float64)
+    low, high = torch.quantile(means, tails, dim=0)
+    return low, high
+
+
+@dataclass(frozen=True)
+class ImageDifference:
+    """``b − a`` of a mean over the same ``n`` images, stated as the book states every
+    difference (:mod:`capsbook.stats`): the effect, the images' spread (the standard
+    deviation of the per-image differences), Student's paired t-test's two-sided p, the
+    difference the design detects at :data:`capsbook.stats.ALPHA` with
+    :data:`capsbook.stats.POWER`, and a bootstrap interval of the effect
+    (:func:`bootstrap_interval`) at ``level``."""
+
+    effect: float
+    spread: float
+    n: int
+    p: float
+    detectable: float
+    low: float
+    high: float
+    level: float
+
+    @property
+    def is_difference(self) -> bool:
+        """The book's standard (:attr:`capsbook.stats.Difference.is_difference`):
+        Student's t-test, two-sided, p below :data:`capsbook.stats.ALPHA`."""
+        return self.p < stats.ALPHA
+
+
+def compare_images(
+    a: Tensor, b: Tensor, draws: int = 4000, level: float = 0.95, seed: int = 0
+) -> ImageDifference:
+    """``b − a`` for two measurements ``[N]`` of the same ``N`` images (two models'
+    :func:`image_r2` for one amount, say), paired image by image: Student's t on the
+    ``N`` differences (the book's test; its exact permutation test would enumerate
+    ``2^N`` sign flips) and their bootstrap interval.
+
+    Each image is one unit: the interval and the test say how far the comparison could
+    move with other digits, not with other training runs of either model."""
+    a, b = _per_image("a", a), _per_image("b", b)
+    if a.shape != b.shape or a.dim() != 1:
+        raise ValueError(
+            f"a and b must be [N] over the same N images, got {tuple(a.shape)} and "
+            f"{tuple(b.shape)}"
+        )
+    differences = b - a
+    n = len(differences)
+    effect, spread = differences.mean().item(), differences.std().item()
+    if spread == 0:
+        raise ValueError("differences that are all equal have no spread to test")
+    p = float(scipy_stats.ttest_1samp(differences.numpy(), 0.0).pvalue)
+    low, high = bootstrap_interval(differences, draws, level, seed)
+    return ImageDifference(
+        effect=effect,
+        spread=spread,
+        n=n,
+        p=p,
+        detectable=stats.detectable(spread / math.sqrt(n), n - 1),
+        low=low.item(),
+        high=high.item(),
+        level=level,
+    )
+
+
+#: The axis labels of :func:`read_out_figure`, by amount.
+AMOUNT_TITLES = {"dx": "shift right (dx)", "dy": "shift down (dy)", "angle": "rotation"}
+
+
+def read_out_figure(
+    results: Mapping[str, ReadOut],
+    steps: Sequence[Transformation],
+    draws: int = 4000,
+    level: float = 0.95,
+    width: float = 6.5,
+) -> Figure:
+    """:func:`read_out`'s R² for each amount of :data:`AMOUNTS` (a group each) and each
+    read-out of ``results`` (name → result; a colour and marker each, in order), with
+    its :func:`bootstrap_interval` over the images at ``level`` as a bar. The axis runs
+    from 0 (no better than the mean amount) to 1 (exact), whatever the values."""
+    names = list(results)
+    per_image = {name: image_r2(result, steps) for name, result in results.items()}
+    style = {**STYLE, "font.size": 8, "legend.fontsize": 8}
+    fig, ax = new_figure(1, 1, width, 2.6, style)
+    spacing = 0.8 / max(len(names), 1)
+    with plt.rc_context(style):
+        for index, name in enumerate(names):
+            values = per_image[name]
+            low, high = bootstrap_interval(values, draws, level)
+            middle = values.mean(dim=0)
+            x = [k + (index - (len(names) - 1) / 2) * spacing for k in range(3)]
+            ax.errorbar(
+                x,
+                middle.tolist(),
+                yerr=[(middle - low).tolist(), (high - middle).tolist()],
+                color=COLORS[index % len(COLORS)],
+                marker="osD^"[index % 4],
+                markersize=5,
+                linestyle="none",
+                capsize=3,
+                elinewidth=1.2,
+                label=name,
+            )
+        ax.set_xticks(range(3), [AMOUNT_TITLES[a] for a in AMOUNTS])
+        ax.set_xlim(-0.6, 2.6)
+        ax.set_ylim(0, 1)
+        ax.set_yticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
+        ax.set_ylabel("R² of the held-out read-out")
+        ax.grid(axis="x", visible=False)
+        fig.legend(loc="outside upper center", ncols=len(names), frameon=False)
+    return fig
 
 
 #: Axis titles of the figure's columns, by kind.
