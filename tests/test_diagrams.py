@@ -13,9 +13,10 @@ from capsbook.diagrams import (
     most_routed_child,
     primary_grouping,
     reshaped_grouping,
+    routing_idea,
     routing_of_one_child,
     shape_text,
-    votes_of_one_child,
+    votes_add_up,
 )
 from capsnotes import CapsNet, dynamic_routing
 from tests.conftest import TINY
@@ -121,22 +122,72 @@ def test_one_child_s_couplings_are_routing_s_and_split_its_vote():
     assert f"child {child}" in svg_text(diagram)
 
 
-def test_the_votes_diagram_shows_what_the_layer_votes(model):
-    """The lengths under the votes are those of W_ij u_i, computed here by hand, and the
-    shapes printed are the layer's, read from a forward pass."""
-    image = torch.rand(1, 1, model.config.image_size, model.config.image_size)
+def test_the_votes_diagram_shows_how_the_layer_s_votes_add_up(model):
+    """The agreement and the chance level are those of W_ij u_i computed here by hand,
+    and each walk ends as far from its start as its votes' sum is long."""
+    side = model.config.image_size
+    image = torch.rand(1, 1, side, side, generator=torch.Generator().manual_seed(0))
+    diagram = votes_add_up(model, image, 3)
     with torch.no_grad():
-        u = model.primary_capsules(image)
-    diagram = votes_of_one_child(model, u, 5)
-    by_hand = torch.stack([model.digits.weight[5, j] @ u[0, 5] for j in range(10)])
-    torch.testing.assert_close(torch.tensor(diagram.numbers["vote_lengths"]), by_hand.norm(dim=-1))
+        u = model.primary_capsules(image)[0]
+    weight = model.digits.weight.double()
+    by_hand = torch.einsum("ijdk,ik->ijd", weight, u.double())  # [children, parents, dim]
+    lengths = by_hand.norm(dim=-1)
+    torch.testing.assert_close(diagram.numbers["sum_of_lengths"], lengths.sum(0))
+    torch.testing.assert_close(diagram.numbers["length_of_sum"], by_hand.sum(0).norm(dim=-1))
+    torch.testing.assert_close(
+        diagram.numbers["agreement"], by_hand.sum(0).norm(dim=-1) / lengths.sum(0)
+    )
+    torch.testing.assert_close(
+        diagram.numbers["chance"], lengths.square().sum(0).sqrt() / lengths.sum(0)
+    )
+    ends = diagram.numbers["ends"]  # [parents, 2]: on the axis, at the sum's length
+    torch.testing.assert_close(ends[:, 0], by_hand.sum(0).norm(dim=-1))
+    torch.testing.assert_close(ends[:, 1], torch.zeros_like(ends[:, 1]), atol=1e-9, rtol=0)
     assert diagram.shapes["votes"] == expected_shapes(model)["votes"]
-    text = svg_text(diagram)
-    assert f"[{TINY.digit_dim}×{TINY.primary_dim}]" in text and "i = 5" in text
-    with pytest.raises(ValueError, match=r"child must be an int in \[0, "):
-        votes_of_one_child(model, u, u.shape[1])
-    with pytest.raises(ValueError, match=r"u must be one image's primary capsules"):
-        votes_of_one_child(model, u[:, :3], 0)
+    assert f"{u.shape[0]:,} votes for each parent" in svg_text(diagram)
+    assert votes_add_up(model, image, 3).svg() == diagram.svg()
+
+
+def test_the_idea_of_routing_shows_routing_s_numbers():
+    """The child is the one whose coupling to the prediction grows most; its couplings
+    are routing's; the votes drawn are the longest for the label and the runner-up,
+    whose agreement is computed here by hand; the part's field is the pixels that move
+    its capsule."""
+    torch.manual_seed(0)
+    model = CapsNet(TINY).eval()
+    with torch.no_grad():
+        model.digits.weight.mul_(30)  # votes long enough to move the couplings
+    image = torch.rand(1, 1, 28, 28, generator=torch.Generator().manual_seed(0))
+    diagram = routing_idea(model, image, label=2, shown=6)
+    numbers = diagram.numbers
+    child = numbers["child"]
+    assert child == most_routed_child(model, image)
+    with torch.no_grad():
+        u_hat = model.digits.votes(model.primary_capsules(image)).double()
+    r = model.digits.iterations
+    v, _ = dynamic_routing(u_hat, r, return_coupling=True)
+    lengths = v[0].norm(dim=-1)
+    assert numbers["rival"] == max((j for j in range(10) if j != 2), key=lambda j: lengths[j])
+    for t in range(1, r + 1):
+        _, c = dynamic_routing(u_hat, t, return_coupling=True)
+        torch.testing.assert_close(numbers["couplings"][t - 1], c[0, child])
+    for j in (2, numbers["rival"]):
+        longest = u_hat[0, :, j].norm(dim=-1).topk(6).indices
+        assert sorted(numbers["longest"][j]) == sorted(longest.tolist())
+        chosen = u_hat[0, longest, j]
+        expected = chosen.sum(0).norm() / chosen.norm(dim=-1).sum()
+        assert numbers["agreement"][j] == pytest.approx(expected.item())
+    # the field: exactly the pixels whose change moves the child's capsule
+    top, left, side = numbers["field"]
+    pixels = image.clone().requires_grad_()
+    model.primary_capsules(pixels)[0, child].square().sum().backward()
+    moved = pixels.grad[0, 0].abs() > 0
+    rows, columns = moved.any(dim=1).nonzero(), moved.any(dim=0).nonzero()
+    assert (int(rows.min()), int(columns.min())) == (top, left)
+    assert (int(rows.max()) - top + 1, int(columns.max()) - left + 1) == (side, side)
+    assert f"a part: child {child}" in svg_text(diagram)
+    assert routing_idea(model, image, label=2, shown=6).svg() == diagram.svg()
 
 
 def test_the_decoder_diagram_draws_what_the_decoder_draws():
@@ -175,3 +226,13 @@ def test_bad_arguments_are_named():
         decoder_with_mask(model, torch.rand(10, 16), 1)
     with pytest.raises(TypeError, match="the diagrams draw a capsnotes.CapsNet"):
         architecture(torch.nn.Linear(2, 2))
+    with pytest.raises(ValueError, match=r"label must be a class in \[0, 10\)"):
+        votes_add_up(model, image, 10)
+    with pytest.raises(ValueError, match=r"image must be one image of shape \[1, 1, 28, 28\]"):
+        votes_add_up(model, image[..., :27], 1)
+    with pytest.raises(ValueError, match=r"label must be a class in \[0, 10\)"):
+        routing_idea(model, image, label=-1)
+    with pytest.raises(ValueError, match=r"shown must be an int in \[2, 72\]"):
+        routing_idea(model, image, label=1, shown=1)
+    with pytest.raises(ValueError, match=r"image must be one image of shape"):
+        routing_idea(model, torch.rand(2, 1, 28, 28), label=1)

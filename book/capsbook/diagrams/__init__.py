@@ -6,8 +6,10 @@ given, and every number it shows is computed from that model.
   shape after every stage;
 * :func:`primary_grouping` — how the primary convolution's channels become capsules;
   :func:`reshaped_grouping` — where the popular reshape puts the same numbers;
-* :func:`votes_of_one_child` — one primary capsule, its matrices ``W_ij`` and its
-  votes ``û_{j|i}``;
+* :func:`votes_add_up` — one image's votes ``û_{j|i}`` for each parent laid head to
+  tail, and their agreement;
+* :func:`routing_idea` — the idea of routing on one digit: a part, the votes for the
+  label's parent agreeing and those for the runner-up's not, the part's couplings;
 * :func:`routing_of_one_child` — one primary capsule's votes and its couplings to the
   parents, iteration by iteration (:func:`most_routed_child` picks a child worth
   watching);
@@ -34,11 +36,12 @@ from capsbook.diagrams._draw import (
 )
 from capsbook.diagrams._primary_grouping import primary_grouping
 from capsbook.diagrams._reshaped_grouping import reshaped_grouping
+from capsbook.diagrams._routing_idea import routing_idea
 from capsbook.diagrams._routing_of_one_child import (
     most_routed_child,
     routing_of_one_child,
 )
-from capsbook.diagrams._votes import votes_of_one_child
+from capsbook.diagrams._votes import votes_add_up
 
 __all__ = [
     "BLUE",
@@ -53,7 +56,8 @@ __all__ = [
     "most_routed_child",
     "primary_grouping",
     "reshaped_grouping",
+    "routing_idea",
     "routing_of_one_child",
     "shape_text",
-    "votes_of_one_child",
+    "votes_add_up",
 ]

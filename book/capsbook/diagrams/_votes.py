@@ -1,124 +1,161 @@
-"""One child's votes, ``û_{j|i} = W_ij u_i``: the primary capsule ``u_i``, its ten
-matrices ``W_ij`` and the ten votes they make, each drawn cell by cell in the colour of
-its value."""
+"""How one image's votes ``û_{j|i} = W_ij u_i`` add up for each parent: laid head to
+tail, votes that point one way go far and votes that point every way cancel. The length
+of their sum over the sum of their lengths is the agreement that chapter 4 measures."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import matplotlib.pyplot as plt
 import numpy as np
 import torch
-from matplotlib.colors import LinearSegmentedColormap
 from torch import Tensor
 
 from capsbook.diagrams._draw import (
     BLUE,
-    GREY,
     ORANGE,
     WIDTH,
     Diagram,
-    canvas,
     check_model,
     check_shape,
     is_index,
-    square,
 )
 from capsnotes import CapsNet
 
-#: Negative values blue, zero white, positive orange (the book's colours).
-DIVERGING = LinearSegmentedColormap.from_list("votes", [BLUE, "#FFFFFF", ORANGE])
+#: Every how many votes a walk's drawn path has a point (its end is always drawn).
+STRIDE = 8
 
 
-def _cells(ax: Any, values: np.ndarray, x: float, top: float, cell: float) -> None:
-    """``values`` [rows, columns] as cells of ``cell`` inches, the top left at
-    ``(x, top)``, each coloured by its value over the largest magnitude shown."""
-    scale = float(np.abs(values).max()) or 1.0
-    for (row, column), value in np.ndenumerate(values):
-        colour = DIVERGING(0.5 + 0.5 * value / scale)
-        square(
-            ax,
-            x + column * cell,
-            top - (row + 1) * cell,
-            cell,
-            cell,
-            facecolor=colour,
-            edgecolor="none",
-        )
-    rows, columns = values.shape
-    square(
-        ax,
-        x,
-        top - rows * cell,
-        columns * cell,
-        cell * rows,
-        facecolor="none",
-        edgecolor=GREY,
-        lw=0.6,
-    )
+def walk_plane(walk: Tensor) -> Tensor:
+    """Two orthonormal axes ``[2, dim]`` to draw a walk ``[n, dim]`` (the running sums
+    of the votes) on: the direction of its end, and its main direction across that,
+    signed so that the point farthest across lies on its positive side."""
+    first = walk[-1] / walk[-1].norm()
+    across = walk - (walk @ first)[:, None] * first
+    _, _, right = torch.linalg.svd(across, full_matrices=False)
+    second = right[0]
+    if across[(across @ second).abs().argmax()] @ second < 0:
+        second = -second
+    return torch.stack([first, second])
 
 
 @torch.no_grad()
-def votes_of_one_child(model: CapsNet, u: Tensor, child: int) -> Diagram:
-    """Child ``child``'s capsule in ``u`` (``[1, children, in_dim]``, one image's
-    primary capsules), its matrices ``W_ij`` for every parent ``j`` (``out_dim ×
-    in_dim`` each) and its votes ``û_{j|i}``, which the numbers below them measure."""
+def votes_add_up(model: CapsNet, image: Tensor, label: int) -> Diagram:
+    """The votes of ``image`` ``[1, C, H, W]`` (its class ``label``) for each parent.
+    Left: each parent's votes laid head to tail in the order of the children's index,
+    drawn in the plane of their sum (so each walk ends on the axis, its end as far from
+    the start as their sum is long). Right: the agreement ``‖Σ_i û_j|i‖ / Σ_i ‖û_j|i‖``
+    of each parent's votes, and (a black tick) what votes of the same lengths in random
+    directions give, ``√(Σ_i ‖û_j|i‖²) / Σ_i ‖û_j|i‖``."""
     model = check_model(model)
-    layer = model.digits
-    children, parents, out_dim, in_dim = layer.weight.shape
-    u = check_shape(u, (1, children, in_dim), "u must be one image's primary capsules")
-    if not is_index(child, children):
-        raise ValueError(f"child must be an int in [0, {children}), got {child!r}")
-    u_hat = layer.votes(u)  # [1, children, parents, out_dim]
-    capsule = u[0, child].cpu().numpy()  # u_i
-    matrices = layer.weight[child].cpu().numpy()  # W_ij: [parents, out_dim, in_dim]
-    votes = u_hat[0, child].cpu().numpy()  # û_{j|i}: [parents, out_dim]
-    lengths = np.linalg.norm(votes, axis=-1)
-    cell = min(0.05, 2.2 / (out_dim + in_dim))
-    figure, ax = canvas(WIDTH, 0.95 + out_dim * cell)
-    top = out_dim * cell + 0.55
-    # u_i: a column of in_dim cells, at the height of the matrices' columns
-    u_top = top - (out_dim - in_dim * 1.6) * cell / 2
-    _cells(ax, capsule[:, None], 0.3, u_top, cell * 1.6)
+    config = model.config
+    expected = (1, config.in_channels, config.image_size, config.image_size)
+    image = check_shape(image, expected, "image must be one image of shape")
+    if not is_index(label, config.num_classes):
+        raise ValueError(
+            f"label must be a class in [0, {config.num_classes}), got {label!r}"
+        )
+    u = model.primary_capsules(image)
+    votes = model.digits.votes(u)[0].double()  # [children, parents, dim]
+    lengths = votes.norm(dim=-1)  # [children, parents]
+    total = lengths.sum(0)
+    sum_length = votes.sum(0).norm(dim=-1)
+    agreement = sum_length / total
+    chance = lengths.square().sum(0).sqrt() / total
+    children, parents = lengths.shape
+    figure, (walks, bars) = plt.subplots(
+        1, 2, figsize=(WIDTH, 3.0), gridspec_kw={"width_ratios": [1.9, 1]}
+    )
+    plt.close(figure)
+    kept = [*range(STRIDE - 1, children - 1, STRIDE), children - 1]
+    ends = []
+    for j in [*(k for k in range(parents) if k != label), label]:  # the label's on top
+        walk = votes[:, j].cumsum(0)
+        path = torch.cat([walk.new_zeros(1, 2), walk[kept] @ walk_plane(walk).T])
+        ends.append((j, path[-1]))
+        mine = j == label
+        walks.plot(
+            *path.numpy().T,
+            color=ORANGE if mine else BLUE,
+            lw=1.4 if mine else 0.7,
+            alpha=1.0 if mine else 0.6,
+            zorder=3 if mine else 2,
+        )
+    _label_ends(walks, ends, label)
+    _draw_digit(walks, image)
+    walks.set_aspect("equal")
+    walks.set_xlabel("along each parent's sum of votes", fontsize=8.5)
+    walks.set_title(f"the {children:,} votes for each parent, head to tail", fontsize=9)
+    walks.tick_params(labelsize=7.5)
+    _draw_agreement(bars, agreement, chance, label)
+    figure.subplots_adjust(left=0.06, right=0.98, bottom=0.2, top=0.9, wspace=0.25)
+    shapes = {"primary capsules": tuple(u.shape), "votes": (1, *votes.shape)}
+    numbers = {
+        "sum_of_lengths": total,
+        "length_of_sum": sum_length,
+        "agreement": agreement,
+        "chance": chance,
+        "ends": torch.stack([end for _, end in sorted(ends, key=lambda e: e[0])]),
+    }
+    return Diagram("how the votes add up", figure, shapes, numbers)
+
+
+def _label_ends(ax: Any, ends: list[tuple[int, Tensor]], label: int) -> None:
+    """The label's walk: its end, the straight line to it (the length of the sum) and
+    its name; and a name for the others."""
+    mine = next(end for j, end in ends if j == label)
+    x = float(mine[0])
+    ax.plot([0, x], [0, 0], color=ORANGE, lw=0.8, linestyle="--", zorder=4)
+    ax.plot(x, 0, "o", color=ORANGE, markersize=4, zorder=4)
     ax.text(
-        0.3 + 0.8 * cell,
-        u_top - in_dim * 1.6 * cell - 0.08,
-        f"u_i [{in_dim}]\ni = {child}",
-        ha="center",
+        0.3 * x,
+        -0.5,
+        f"parent {label}: sum {x:.1f} long",
+        color=ORANGE,
+        fontsize=8,
         va="top",
-        fontsize=8,
     )
     ax.text(
-        0.62,
-        top - out_dim * cell / 2,
-        "→",
-        ha="center",
+        0.02,
+        0.03,
+        f"blue: the other {len(ends) - 1} parents",
+        color=BLUE,
+        fontsize=8,
+        transform=ax.transAxes,
+    )
+
+
+def _draw_digit(ax: Any, image: Tensor) -> None:
+    """The digit, small, in the walks' top left corner."""
+    inset = ax.inset_axes((0.82, 0.0, 0.18, 0.38))
+    inset.imshow(image[0, 0].cpu().numpy(), cmap="gray_r", vmin=0, vmax=1)
+    inset.set_xticks([])
+    inset.set_yticks([])
+
+
+def _draw_agreement(ax: Any, agreement: Tensor, chance: Tensor, label: int) -> None:
+    """The agreement of each parent's votes as bars, the label's vermillion, each with
+    its chance level as a black tick."""
+    parents = len(agreement)
+    rows = np.arange(parents)[::-1]  # parent 0 at the top
+    colours = [ORANGE if j == label else BLUE for j in range(parents)]
+    ax.barh(rows, agreement.numpy(), color=colours, height=0.65)
+    ax.scatter(chance.numpy(), rows, marker="|", s=90, color="black", lw=1.5, zorder=3)
+    ax.text(
+        float(agreement[label]) + 0.004,
+        rows[label],
+        f"{float(agreement[label]):.3f}",
         va="center",
-        fontsize=12,
-        color=GREY,
+        fontsize=7.5,
+        color=ORANGE,
     )
-    step = (WIDTH - 0.9) / parents
-    for j in range(parents):
-        x = 0.85 + j * step
-        _cells(ax, matrices[j], x, top, cell)  # W_ij, rows d, columns k
-        _cells(ax, votes[j][:, None], x + (in_dim + 0.8) * cell, top, cell)  # û_{j|i}
-        ax.text(
-            x + (in_dim + 1) * cell / 2, top + 0.12, f"j = {j}", ha="center", fontsize=8
-        )
-        ax.text(
-            x + (in_dim + 1) * cell / 2,
-            top - out_dim * cell - 0.14,
-            f"{lengths[j]:.2f}",
-            ha="center",
-            fontsize=8,
-        )
-    ax.text(
-        0.85,
-        0.12,
-        f"each parent j: W_ij [{out_dim}×{in_dim}] beside its vote "
-        f"û_j|i = W_ij u_i [{out_dim}], and the vote's length below",
-        fontsize=8,
-        color=GREY,
-    )
-    shapes = {"primary capsules": tuple(u.shape), "votes": tuple(u_hat.shape)}
-    numbers = {"child": child, "vote_lengths": lengths.tolist()}
-    return Diagram(f"votes of child {child}", figure, shapes, numbers)
+    ax.set_yticks(rows, [str(j) for j in range(parents)], fontsize=7.5)
+    ax.set_ylabel("parent j", fontsize=8.5)
+    ax.set_xlim(0, 0.2)
+    ax.set_xticks([0, 0.05, 0.1, 0.15, 0.2], ["0", "0.05", "0.1", "0.15", "0.2"])
+    ax.tick_params(labelsize=7.5)
+    ax.set_xlabel("|sum| / sum of lengths\n(tick: random directions)", fontsize=8.5)
+    ax.set_title("agreement", fontsize=9)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    ax.tick_params(axis="y", length=0)
