@@ -184,11 +184,12 @@ def routing_animation(
             zorder=3,
         )
         bars_ax.set_ylim(0, 1)
+        bars_ax.grid(axis="x", visible=False)
         bars_ax.set_xticks(range(parents))
         bars_ax.tick_params(labelsize=8)
         bars_ax.set_xlabel("parent j", fontsize=9)
         bars_ax.set_title(
-            "length of each parent's output\n(outlined: iteration 1)", fontsize=9
+            "each parent's output length\n(outlined: iteration 1)", fontsize=9
         )
         heading = fig.suptitle("", fontsize=10, fontweight="bold")
 

@@ -114,7 +114,7 @@ def routing_idea(model: CapsNet, image: Tensor, label: int, shown: int = 24) -> 
         )
     mine = torch.stack([c[child] for c in couplings])  # [t, O]
     _draw_couplings(axes[3], mine, label, rival)
-    figure.subplots_adjust(left=0.01, right=0.97, bottom=0.13, top=0.82, wspace=0.25)
+    figure.subplots_adjust(left=0.02, right=0.97, bottom=0.13, top=0.82, wspace=0.25)
     shapes = {
         "votes": (1, *votes.shape),
         "couplings": (1, children, config.num_classes),
@@ -141,7 +141,7 @@ def _draw_part(ax: Any, model: CapsNet, image: Tensor, child: int) -> None:
     )
     ax.set_xticks([])
     ax.set_yticks([])
-    ax.set_title(f"a part: child {child}\nand the pixels it sees", fontsize=8.5)
+    ax.set_title(f"a part: child {child}\nand what it sees", fontsize=8.5)
 
 
 def _draw_votes(ax: Any, xy: Tensor, colour: str) -> None:
