@@ -18,7 +18,11 @@ module compares them, in the same run as nbval's own comparison:
   may differ from the committed one by at most :data:`SVG_ATOL`, everything between the
   numbers (commands, colours, fonts) must be the same; a PNG embedded in it is compared
   as a PNG; and the ids matplotlib derives from a hash of coordinates or pixels are
-  compared by where they are used, not by their digits.
+  compared by where they are used, not by their digits;
+* an HTML output that embeds PNGs (``data:image/png;base64,...``: the frames of an
+  animation's player, ``capsbook.animation``) is compared as its text with each image
+  replaced by a numbered placeholder, exactly, by nbval as it compares any HTML, and each
+  image as a PNG, here; every other HTML output is left to nbval, compared exactly.
 
 How it hooks nbval: :func:`pytest_collect_file` wraps nbval's own and swaps each notebook
 it collects for a :class:`FigureNotebook`, whose cells are :class:`FigureCell`\\ s: nbval's
@@ -43,6 +47,8 @@ from nbval.plugin import IPyNbCell, IPyNbFile
 from PIL import Image
 
 FIGURES = ("image/png", "image/svg+xml")
+#: The kind of output whose embedded PNGs are compared here (its text by nbval).
+HTML = "text/html"
 
 #: The largest RMS differences, in levels of 255 per channel, of a PNG from the committed
 #: one, over the figure and over a tile. Float noise changes a few pixels by a level or so
@@ -67,6 +73,9 @@ NUMBER = re.compile(r"(?<![\w#.])(?<!\w-)([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d
 HASHED_ID = re.compile(r"\b(image|[pm])[0-9a-f]{10}\b")
 DEFINED_ID = re.compile(rf'\bid="({HASHED_ID.pattern})"')
 EMBEDDED_PNG = "data:image/png;base64,"
+#: A PNG embedded in HTML: base64, which matplotlib's player breaks into JavaScript lines
+#: that end in a backslash.
+HTML_PNG = re.compile(r"data:image/png;base64,((?:[A-Za-z0-9+/=]|\\\n)+)")
 
 
 def decode_png(data: str | bytes) -> np.ndarray:
@@ -223,24 +232,106 @@ def svg_difference(committed: str, drawn: str, measured: Measured | None = None)
     return f"at {problems[0].lstrip('/')}{more}"
 
 
+def html_images(html: str | list[str]) -> tuple[str, list[str]]:
+    """An HTML output's text with each embedded PNG replaced by a numbered placeholder
+    (``data:image/png;base64,<image 1>``, ...), and the PNGs, base64 without the line
+    breaks."""
+    html = "".join(html) if isinstance(html, list) else html
+    images: list[str] = []
+
+    def placeholder(match: re.Match[str]) -> str:
+        images.append(match[1].replace("\\\n", ""))
+        return f"{EMBEDDED_PNG}<image {len(images)}>"
+
+    return HTML_PNG.sub(placeholder, html), images
+
+
+def has_images(html: str | list[str]) -> bool:
+    """Whether an HTML output embeds a PNG (and so is compared here as well)."""
+    return EMBEDDED_PNG in ("".join(html) if isinstance(html, list) else html)
+
+
+def html_difference(committed: str, drawn: str, measured: Measured | None = None) -> str | None:
+    """What differs between two HTML outputs that embed PNGs: their text outside the
+    images, exactly, then each image as a PNG (the first that differs, named by its place:
+    an animation's frame); ``measured`` keeps the largest differences seen."""
+    measured = measured or Measured()
+    old_text, old_images = html_images(committed)
+    new_text, new_images = html_images(drawn)
+    if len(old_images) != len(new_images):
+        return f"embeds {len(new_images)} image/png, the committed output {len(old_images)}"
+    if old_text != new_text:
+        at = next(
+            (k for k, (a, b) in enumerate(zip(old_text, new_text)) if a != b),
+            min(len(old_text), len(new_text)),
+        )
+        return (
+            f"the text outside its images differs at character {at}: "
+            f"{_shorten(new_text[at : at + 40])}, committed {_shorten(old_text[at : at + 40])}"
+        )
+    problems = []
+    for number, (a, b) in enumerate(zip(old_images, new_images), 1):
+        if a == b:
+            continue
+        try:
+            seen = png_measure(a, b)
+        except (ValueError, OSError) as error:  # not a PNG that Pillow decodes
+            problems.append(f"image {number} of {len(old_images)} is no PNG to compare ({error})")
+            continue
+        if not isinstance(seen, str):
+            measured.rms = max(measured.rms, seen["rms"])
+            measured.tile = max(measured.tile, seen["tile"])
+        problem = png_difference(a, b)
+        if problem:
+            problems.append(f"image {number} of {len(old_images)} (image/png): {problem}")
+    if not problems:
+        return None
+    more = f" (and {len(problems) - 1} more images)" if len(problems) > 1 else ""
+    return problems[0] + more
+
+
 def figure_measure(mime: str, committed: str, drawn: str) -> dict[str, Any]:
     """How far a figure is from the committed one, for the noise record: a PNG's RMS over
     the figure and its worst tile; an SVG's largest number difference (and its embedded
-    PNGs'); ``problem``, what the comparison reports (None: it passes)."""
+    PNGs'); an HTML output's embedded PNGs' (its ``number`` 0: it has no geometry);
+    ``problem``, what the comparison reports (None: it passes)."""
     if mime == "image/png":
         seen = png_measure(committed, drawn)
         numbers = {} if isinstance(seen, str) else {k: seen[k] for k in ("rms", "tile")}
         return numbers | {"problem": png_difference(committed, drawn)}
     measured = Measured()
-    problem = svg_difference(committed, drawn, measured)
+    compare = html_difference if mime == HTML else svg_difference
+    problem = compare(committed, drawn, measured)
     return measured.as_dict() | {"problem": problem}
 
 
-COMPARE = {"image/png": png_difference, "image/svg+xml": svg_difference}
+#: The kinds compared here, and how: the HTML outputs among them only where they embed
+#: PNGs (:func:`figures`).
+COMPARE = {"image/png": png_difference, "image/svg+xml": svg_difference, HTML: html_difference}
 
 
 def figures(outputs: Iterable[dict], mime: str) -> list[str]:
-    return [output["data"][mime] for output in outputs if mime in output.get("data", {})]
+    """The outputs of kind ``mime``, in order; of HTML, only those that embed a PNG."""
+    found = [output["data"][mime] for output in outputs if mime in output.get("data", {})]
+    if mime == HTML:
+        return [
+            "".join(html) if isinstance(html, list) else html for html in found if has_images(html)
+        ]
+    return found
+
+
+def images_as_placeholders(outputs: Sequence[dict]) -> list[dict]:
+    """The outputs, each HTML output that embeds PNGs with its images replaced by
+    numbered placeholders (:func:`html_images`), for nbval to compare the rest exactly."""
+    replaced = []
+    for output in outputs:
+        data = output.get("data", {})
+        if HTML in data and has_images(data[HTML]):
+            output = type(output)(output)  # a shallow copy: nbval's own stays whole
+            output["data"] = type(data)(data)
+            output["data"][HTML] = html_images(data[HTML])[0]
+        replaced.append(output)
+    return replaced
 
 
 def figure_differences(committed: Sequence[dict], drawn: Sequence[dict]) -> list[str]:
@@ -250,7 +341,8 @@ def figure_differences(committed: Sequence[dict], drawn: Sequence[dict]) -> list
     for mime, compare in COMPARE.items():
         old, new = figures(committed, mime), figures(drawn, mime)
         if len(old) != len(new):
-            problems.append(f"drew {len(new)} {mime} figure(s), the committed cell has {len(old)}")
+            kind = f"{mime} output(s) with images" if mime == HTML else f"{mime} figure(s)"
+            problems.append(f"drew {len(new)} {kind}, the committed cell has {len(old)}")
             continue
         for number, (a, b) in enumerate(zip(old, new), 1):
             problem = compare(a, b)
@@ -281,7 +373,10 @@ class FigureCell(IPyNbCell):
         # nbval compares the other outputs (through the sanitizer); a figure more or less
         # than committed is counted here, where nbval no longer sees figures
         skip = tuple(skip_compare or self.parent.skip_compare) + FIGURES
-        same = super().compare_outputs(test, ref, skip_compare=skip)
+        # an HTML output's embedded PNGs likewise: nbval compares its text around them
+        same = super().compare_outputs(
+            images_as_placeholders(test), images_as_placeholders(ref), skip_compare=skip
+        )
         where = f"{self.nodeid.split('::')[0]} cell {self.cell_num}"
         self.figure_problems = [f"{where}: {p}" for p in figure_differences(ref, test)]
         log = self.config.getoption("figure_log", default=None)

@@ -19,7 +19,12 @@ import pytest
 from PIL import Image
 
 from book import nbval_figures
-from book.nbval_figures import figure_differences, png_difference, svg_difference
+from book.nbval_figures import (
+    figure_differences,
+    html_difference,
+    png_difference,
+    svg_difference,
+)
 from tests.conftest import REPO
 
 
@@ -148,8 +153,9 @@ def test_float_noise_in_a_png_passes(figure):
     assert png_difference(figure, figure) is None
 
 
-# the diagrams: the primary capsules (paths, opacities, text), the routing of one child
-# (line widths and markers), the decoder (with the digits it draws embedded as PNGs)
+# the diagrams: the primary capsules (paths, opacities, text), chapter 5's idea of routing
+# (arrows, an embedded digit, lines and markers), the decoder (with the digits it draws
+# embedded as PNGs)
 GROUPING = committed("03_primary_capsules", "image/svg+xml")[0]
 ROUTING = committed("05_routing", "image/svg+xml")[0]
 DECODER = committed("07_decoder", "image/svg+xml")[0]
@@ -216,9 +222,11 @@ def test_each_kind_of_change_to_a_diagram_fails_naming_where():
         svg_difference(GROUPING, recoloured)
     )
     # a text shown: its words and digits exactly
-    relabelled = ROUTING.replace(">iteration 1<", ">iteration 4<", 1)
+    relabelled = ROUTING.replace(">agreement 0.95<", ">agreement 0.96<", 1)
     assert relabelled != ROUTING
-    assert "text: 'iteration 4', committed 'iteration 1'" in svg_difference(ROUTING, relabelled)
+    assert "text: 'agreement 0.96', committed 'agreement 0.95'" in (
+        svg_difference(ROUTING, relabelled)
+    )
     # a shape left out
     dropped = re.sub(r'<g id="patch_4">.*?</g>', "", GROUPING, count=1, flags=re.S)
     assert "g#axes_1: " in svg_difference(GROUPING, dropped)
@@ -256,6 +264,92 @@ def test_a_cell_with_a_figure_more_or_less_fails():
     assert figure_differences(one * 2, one + [{"data": {"image/png": DIGITS}}]) == [
         "image/png 2 of 2 differs from the committed figure: " + png_difference(CURVES, DIGITS)
     ]
+
+
+# chapter 5's player of routing's iterations: an HTML page whose frames are embedded PNGs
+PLAYER = committed("05_routing", "text/html")[0]
+PLAYER_TEXT, FRAMES = nbval_figures.html_images(PLAYER)
+
+
+def frame_changed(page: str, number: int, change) -> str:
+    """The page with frame ``number`` (from 1) replaced by ``change`` of its pixels."""
+    match = list(nbval_figures.HTML_PNG.finditer(page))[number - 1]
+    changed = png(change(pixels(FRAMES[number - 1])))
+    return page[: match.start(1)] + changed + page[match.end(1) :]
+
+
+def test_the_player_s_frames_are_its_embedded_pngs():
+    assert len(FRAMES) >= 3
+    assert "data:image/png;base64" not in PLAYER_TEXT.replace("base64,<image", "")
+    assert all(f"<image {k}>" in PLAYER_TEXT for k in range(1, len(FRAMES) + 1))
+    shapes = {pixels(frame).shape for frame in FRAMES}
+    assert len(shapes) == 1  # every frame the same size
+
+
+@pytest.mark.parametrize("number", [1, 3])
+def test_a_planted_change_to_one_frame_fails_naming_it(number):
+    changed = frame_changed(PLAYER, number, one_glyph_changed)
+    assert nbval_figures.html_images(changed)[0] == PLAYER_TEXT  # only the frame moved
+    problem = html_difference(PLAYER, changed)
+    assert problem.startswith(f"image {number} of {len(FRAMES)} (image/png): RMS "), problem
+    assert figure_differences(
+        [{"data": {"text/html": PLAYER}}], [{"data": {"text/html": changed}}]
+    ) == [f"text/html differs from the committed figure: {problem}"]
+    swapped = frame_changed(PLAYER, number, lambda _: pixels(FRAMES[number % len(FRAMES)]))
+    assert html_difference(PLAYER, swapped).startswith(f"image {number} of ")
+
+
+def test_float_noise_in_a_frame_passes():
+    generator = np.random.default_rng(0)
+    image = pixels(FRAMES[1])
+    noisy = np.clip(
+        image.astype(int) + generator.choice([-1, 1], image.shape) * [1, 1, 1, 0], 0, 255
+    ).astype(np.uint8)
+    page = frame_changed(PLAYER, 2, lambda _: noisy)
+    assert page != PLAYER
+    assert html_difference(PLAYER, page) is None
+    assert (
+        figure_differences([{"data": {"text/html": PLAYER}}], [{"data": {"text/html": page}}]) == []
+    )
+    measured = nbval_figures.figure_measure("text/html", PLAYER, page)
+    assert measured["problem"] is None and 0 < measured["rms"] <= nbval_figures.PNG_RMS
+    assert measured["number"] == 0  # no geometry: what the noise record reads of an SVG
+
+
+def test_a_changed_player_text_fails():
+    slower = PLAYER.replace(
+        "new Animation(frames, img_id, slider_id, 1000",
+        "new Animation(frames, img_id, slider_id, 900",
+        1,
+    )
+    assert slower != PLAYER
+    problem = html_difference(PLAYER, slower)
+    assert problem.startswith("the text outside its images differs at character "), problem
+    # nbval compares the same text: the images out, the rest as it is
+    ours = nbval_figures.images_as_placeholders([{"data": {"text/html": slower}}])
+    assert ours[0]["data"]["text/html"] != PLAYER_TEXT
+    last = list(nbval_figures.HTML_PNG.finditer(PLAYER))[-1]
+    fewer = PLAYER[: last.start()] + PLAYER[last.end() :]
+    assert html_difference(PLAYER, fewer) == (
+        f"embeds {len(FRAMES) - 1} image/png, the committed output {len(FRAMES)}"
+    )
+    assert "the committed cell has" not in " ".join(
+        figure_differences([{"data": {"text/html": PLAYER}}], [{"data": {"text/html": slower}}])
+    )
+
+
+def test_an_ordinary_html_output_is_left_to_nbval_whole():
+    ordinary = [{"output_type": "display_data", "data": {"text/html": "<b>r = 3</b>"}}]
+    # not compared here, and handed to nbval untouched, so it is compared exactly
+    assert nbval_figures.figures(ordinary, "text/html") == []
+    assert nbval_figures.images_as_placeholders(ordinary) == ordinary
+    assert figure_differences(ordinary, [{"data": {"text/html": "<b>r = 1</b>"}}]) == []
+    # and the player handed to nbval keeps its text, its images numbered
+    player = [{"data": {"text/html": PLAYER, "text/plain": "<IPython.core.display.HTML object>"}}]
+    handed = nbval_figures.images_as_placeholders(player)
+    assert handed[0]["data"]["text/html"] == PLAYER_TEXT
+    assert handed[0]["data"]["text/plain"] == player[0]["data"]["text/plain"]
+    assert player[0]["data"]["text/html"] == PLAYER  # the outputs nbval reports stay whole
 
 
 #: The case tests/test_environment.py made for the sanitizer this comparison replaces.
@@ -315,6 +409,14 @@ def draw(slope, format):
     if format == "svg":
         return buffer.getvalue().decode()
     return base64.b64encode(buffer.getvalue()).decode()
+
+
+def page(slope, text, png=None):
+    # a player's page: text, and the PNG in a script, broken into lines ending in a
+    # backslash as matplotlib's player breaks its frames
+    data = png or draw(slope, "png")
+    lines = "\\\\\\n".join(data[k : k + 76] for k in range(0, len(data), 76))
+    return f'<p>{text}</p><script>var frame = "data:image/png;base64,{lines}";</script>'
 """
 
 
@@ -335,6 +437,9 @@ def test_a_notebook_whose_figure_differs_from_what_it_draws_fails(tmp_path):
     noisy_svg = numbers_changed(draw(1.0, "svg"), lambda x: x + 1e-6)
     show_png = 'display({"image/png": draw(1.0, "png")}, raw=True)'
     show_svg = 'display({"image/svg+xml": draw(1.0, "svg")}, raw=True)'
+    show_page = 'display({"text/html": page(1.0, "iteration 1")}, raw=True)'
+    show_html = 'display({"text/html": "<b>r = 3</b>"}, raw=True)'
+    page = scope["page"]
     notebook = nbformat.v4.new_notebook(
         cells=[
             cell(DRAW, 1),
@@ -342,6 +447,13 @@ def test_a_notebook_whose_figure_differs_from_what_it_draws_fails(tmp_path):
             cell(show_png, 3, ("image/png", draw(0.8, "png"))),  # another slope: fails
             cell(show_svg, 4, ("image/svg+xml", noisy_svg)),  # (and another hash salt)
             cell(show_svg, 5, ("image/svg+xml", draw(0.8, "svg"))),
+            # a page with an embedded PNG: its frame's noise passes, another frame or
+            # another text fails; an ordinary HTML output is compared exactly
+            cell(show_page, 6, ("text/html", page(1.0, "iteration 1", png(noisy_png)))),
+            cell(show_page, 7, ("text/html", page(0.8, "iteration 1"))),
+            cell(show_page, 8, ("text/html", page(1.0, "iteration 2"))),
+            cell(show_html, 9, ("text/html", "<b>r = 1</b>")),
+            cell(show_html, 10, ("text/html", "<b>r = 3</b>")),
         ]
     )
     nbformat.write(notebook, tmp_path / "drawn.ipynb")
@@ -354,7 +466,7 @@ def test_a_notebook_whose_figure_differs_from_what_it_draws_fails(tmp_path):
     )
     report = run.stdout + run.stderr
     assert run.returncode == 1, report
-    assert "2 failed, 3 passed" in report, report
+    assert "5 failed, 5 passed" in report, report
     assert re.search(
         r"FAILED drawn.ipynb::Cell 2 - drawn.ipynb cell 2: image/png differs "
         r"from the committed figure: RMS [\d.]+ > 2\.0",
@@ -366,3 +478,16 @@ def test_a_notebook_whose_figure_differs_from_what_it_draws_fails(tmp_path):
         r"g#line2d_\d+/path d: [\d.]+, committed [\d.]+",
         report,
     ), report
+    assert re.search(
+        r"FAILED drawn.ipynb::Cell 6 - drawn.ipynb cell 6: text/html differs from the "
+        r"committed figure: image 1 of 1 \(image/png\): RMS [\d.]+ > 2\.0",
+        report,
+    ), report
+    assert re.search(
+        r"FAILED drawn.ipynb::Cell 7 - drawn.ipynb cell 7: text/html differs from the "
+        r"committed figure: the text outside its images differs at character 13",
+        report,
+    ), report
+    # nbval's own comparison of an ordinary HTML output, exact
+    assert "FAILED drawn.ipynb::Cell 8" in report, report
+    assert "'<b>r = 1</b>' == '<b>r = 3</b>'" in report, report
