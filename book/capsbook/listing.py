@@ -2,15 +2,29 @@
 
 :func:`whole_network` reads the source of the paper's functions and layers from
 ``capsnotes`` (as :func:`capsbook.display.show_source` does) and sets them one after the
-other, in the order the data flows, as one listing. Two things are left out, so that
-the page holds the paper's lines: docstrings (each object's own page shows them) and
-the one-line checks at the doors (``check_...(...)`` calls, ``capsnotes/checks.py``),
-which refuse bad input and compute nothing. Beside a line, a note quotes the paper's
-sentence it implements (:data:`NOTES`, each anchored to a piece of that line's text).
+other, in the order the book builds them, as one listing. Left out, so that the page
+holds the paper's lines:
+
+* docstrings (each object's own chapter shows them);
+* the one-line checks at the doors (``check_...(...)`` statements,
+  ``capsnotes/checks.py``), which refuse bad input and compute nothing, and an ``if``
+  whose body is only such checks; a check whose value is kept
+  (``self.iterations = check_iterations(iterations)``) shows as the argument it returns;
+* a class's methods that are not the paper's (``extra_repr``, ``num_capsules``): each
+  :class:`Piece` names the methods it shows;
+* blank lines left doubled, or left at either end, by the cuts.
+
+Beside a line, a note quotes the sentence of the paper it implements (:data:`NOTES`,
+each anchored to a piece of that line's text) and where the paper says it.
 
 Nothing is copied: the listing is read from the package when a chapter runs, so it
-shows what the tests test, and ``pytest --nbval`` fails when the package's code
-changes under a committed listing; an anchor that no longer finds its line raises.
+shows what the tests test, and ``pytest --nbval`` fails when the package's code changes
+under a committed listing; an anchor that no longer finds exactly one line raises.
+
+The HTML is a two-column table (code, and the paper beside it), each note spanning the
+lines from its own to the next note's, on a white ground with its own colours (as the
+book's figures are), so that it reads alike in the book's light and dark themes, in
+Jupyter and in Colab.
 """
 
 from __future__ import annotations
@@ -36,123 +50,266 @@ from capsnotes import (
     squash,
 )
 
-#: What the page shows, in the order the data flows: conv → primary capsules → votes
-#: and routing → lengths → decoder → loss.
-PARTS: tuple[Any, ...] = (
-    squash,
-    PrimaryCapsules,
-    DigitCapsules,
-    dynamic_routing,
-    mask_capsules,
-    Decoder,
-    CapsNet.forward,
-    margin_loss,
-    reconstruction_loss,
-    capsnet_loss,
+
+@dataclass(frozen=True)
+class Piece:
+    """A function or class the page shows, the chapter that explains it (its file name
+    without ``.md``), and for a class the methods shown (empty: all of them)."""
+
+    obj: Any
+    chapter: str
+    methods: tuple[str, ...] = ()
+
+
+#: What the page shows, in the order the book builds it: squash, the two capsule layers,
+#: routing, the margin loss, the mask and decoder, the reconstruction loss, the model
+#: that joins them and the objective it is trained with.
+PARTS: tuple[Piece, ...] = (
+    Piece(squash, "02_squash"),
+    Piece(PrimaryCapsules, "03_primary_capsules", ("__init__", "forward")),
+    Piece(
+        DigitCapsules,
+        "04_digit_capsules",
+        ("__init__", "reset_parameters", "votes", "forward"),
+    ),
+    Piece(dynamic_routing, "05_routing"),
+    Piece(margin_loss, "06_margin_loss"),
+    Piece(mask_capsules, "07_decoder"),
+    Piece(Decoder, "07_decoder"),
+    Piece(reconstruction_loss, "07_decoder"),
+    Piece(
+        CapsNet, "08_training", ("__init__", "primary_capsules", "encode", "forward")
+    ),
+    Piece(capsnet_loss, "08_training"),
 )
 
-#: (part, a piece of one of its lines, the paper's words beside that line). Quotations
-#: from Sabour, Frosst & Hinton (2017), arXiv v2, with their section.
+#: (object, a piece of one of its lines, the paper's words beside that line).
+#: Quotations from Sabour, Frosst & Hinton, "Dynamic Routing Between Capsules", arXiv
+#: 1710.09829 v2 (2017), word for word, with the section (§), equation or procedure line
+#: they come from; "…" marks words left out.
 NOTES: tuple[tuple[Any, str, str], ...] = (
     (
         squash,
         "scale = squared_length",
-        "“short vectors get shrunk to almost zero length and long vectors get shrunk "
-        "to a length slightly below 1” (§2, eq. 1)",
+        "“We therefore use a non-linear ‘squashing’ function to ensure that short "
+        "vectors get shrunk to almost zero length and long vectors get shrunk to a "
+        "length slightly below 1.” (§2, eq. 1)",
     ),
     (
         PrimaryCapsules,
-        "self.conv = ",
-        "“a convolutional capsule layer with 32 channels of convolutional 8D capsules” "
-        "(§4)",
+        "self.conv = nn.Conv2d(",
+        "“The second layer (PrimaryCapsules) is a convolutional capsule layer with 32 "
+        "channels of convolutional 8D capsules (i.e. each primary capsule contains 8 "
+        "convolutional units with a 9 × 9 kernel and a stride of 2).” (§4)",
+    ),
+    (
+        DigitCapsules,
+        "self.weight = nn.Parameter(",
+        "The final layer has “one 16D capsule per digit class and each of these "
+        "capsules receives input from all the capsules in the layer below.” (§4)",
     ),
     (
         DigitCapsules,
         'torch.einsum("ijdk,bik->bijd"',
-        "û_{j|i} = W_ij u_i: “prediction vectors” from “multiplying the output u_i of "
-        "a capsule in the layer below by a weight matrix W_ij” (§2, eq. 2)",
+        "û_j|i = W_ij u_i: “prediction vectors” … “produced by multiplying the output "
+        "u_i of a capsule in the layer below by a weight matrix W_ij” (§2, eq. 2)",
+    ),
+    (
+        dynamic_routing,
+        "logits = u_hat.new_zeros(",
+        "“for all capsule i in layer l and capsule j in layer (l + 1): b_ij ← 0.” "
+        "(Procedure 1, line 2)",
     ),
     (
         dynamic_routing,
         "coupling = logits.softmax(dim=2)",
         "“The coupling coefficients between capsule i and all the capsules in the "
-        "layer above sum to 1” (§2, eq. 3)",
+        "layer above sum to 1 and are determined by a ‘routing softmax’” (§2, eq. 3)",
+    ),
+    (
+        dynamic_routing,
+        's = torch.einsum("bij,bijd->bjd"',
+        "“the total input to a capsule s_j is a weighted sum over all ‘prediction "
+        "vectors’ û_j|i from the capsules in the layer below” (§2, eq. 2)",
     ),
     (
         dynamic_routing,
         'logits = logits + torch.einsum("bijd,bjd->bij"',
-        "“The agreement is simply the scalar product a_ij = v_j · û_{j|i}” (§2)",
-    ),
-    (
-        mask_capsules,
-        "keep = nn.functional.one_hot",
-        "“During training, we mask out all but the activity vector of the correct "
-        "digit capsule” (§4.1)",
-    ),
-    (
-        CapsNet.forward,
-        "lengths = torch.linalg.vector_norm",
-        "“the length of the activity vector to represent the probability that the "
-        "entity exists” (abstract)",
+        "“The agreement is simply the scalar product a_ij = v_j · û_j|i.” (§2)",
     ),
     (
         margin_loss,
-        "loss_absent = lam",
+        "loss_present = present",
+        "“To allow for multiple digits, we use a separate margin loss, L_k for each "
+        "digit capsule, k” (§3, eq. 4)",
+    ),
+    (
+        margin_loss,
+        "lam: float = 0.5",
         "“The λ down-weighting of the loss for absent digit classes stops the initial "
-        "learning from shrinking the lengths of the activity vectors” (§3)",
+        "learning from shrinking the lengths of the activity vectors of all the digit "
+        "capsules. We use λ = 0.5.” (§3)",
+    ),
+    (
+        margin_loss,
+        "return (loss_present + loss_absent).sum(dim=1)",
+        "“The total loss is simply the sum of the losses of all digit capsules.” (§3)",
+    ),
+    (
+        mask_capsules,
+        "keep = nn.functional.one_hot(",
+        "“During training, we mask out all but the activity vector of the correct "
+        "digit capsule.” (§4.1)",
+    ),
+    (
+        Decoder,
+        "self.layers = nn.Sequential(",
+        "“a decoder consisting of 3 fully connected layers that model the pixel "
+        "intensities” (§4.1, Fig. 2)",
+    ),
+    (
+        reconstruction_loss,
+        "errors = (",
+        "“We minimize the sum of squared differences between the outputs of the "
+        "logistic units and the pixel intensities.” (§4.1)",
     ),
     (
         reconstruction_loss,
         "return weight * errors.sum(dim=1).mean()",
         "“We scale down this reconstruction loss by 0.0005 so that it does not "
-        "dominate the margin loss during training” (§4.1)",
+        "dominate the margin loss during training.” (§4.1)",
+    ),
+    (
+        CapsNet,
+        "self.conv1 = nn.Conv2d(",
+        "“Conv1 has 256, 9 × 9 convolution kernels with a stride of 1 and ReLU "
+        "activation.” (§4)",
+    ),
+    (
+        CapsNet,
+        "lengths = torch.linalg.vector_norm(",
+        "“We use the length of the activity vector to represent the probability that "
+        "the entity exists and its orientation to represent the instantiation "
+        "parameters.” (abstract)",
+    ),
+    (
+        capsnet_loss,
+        "margin_term + reconstruction_term,",
+        "“We use an additional reconstruction loss to encourage the digit capsules to "
+        "encode the instantiation parameters of the input digit.” (§4.1)",
     ),
 )
 
 
 @dataclass(frozen=True)
 class Part:
-    """One part of the page: where it lives, its lines, and the notes beside them
-    (line index → note)."""
+    """One part of the page: where it lives, the chapter that explains it, its lines,
+    and the notes beside them (line index → note)."""
 
     location: str
+    chapter: str
     lines: list[str]
     notes: dict[int, str]
 
 
-def _left_out(source: str) -> set[int]:
-    """The lines (0-based) of ``source`` that the page leaves out: docstrings, and
-    statements that only call a ``check_...`` function."""
+def _is_check(node: ast.AST) -> bool:
+    """A call of a ``check_...`` function (``check_x(...)`` or ``mod.check_x(...)``)."""
+    if not isinstance(node, ast.Call):
+        return False
+    name = getattr(node.func, "id", getattr(node.func, "attr", ""))
+    return name.startswith("check_")
+
+
+def _is_check_statement(node: ast.AST) -> bool:
+    """A statement that only calls a check, or an ``if`` (with no ``else``) whose body
+    is only such statements."""
+    if isinstance(node, ast.Expr):
+        return _is_check(node.value)
+    if isinstance(node, ast.If) and not node.orelse:
+        return all(_is_check_statement(statement) for statement in node.body)
+    return False
+
+
+def _lines_of(node: ast.AST) -> range:
+    """The 0-based lines ``node`` spans, decorators included."""
+    first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+    return range(first - 1, node.end_lineno)
+
+
+def _cuts(
+    source: str, methods: tuple[str, ...] = ()
+) -> tuple[set[int], dict[int, str]]:
+    """What the page cuts from ``source`` (dedented): the 0-based lines it leaves out
+    (docstrings, check statements, the methods of a class not in ``methods`` when it
+    names some), and the lines it rewrites (index → text: a check whose value is kept,
+    shown as its first argument)."""
+    tree = ast.parse(source)
     dropped: set[int] = set()
-    for node in ast.walk(ast.parse(source)):
+    if methods:
+        (top,) = tree.body
+        if not isinstance(top, ast.ClassDef):
+            raise TypeError(f"methods are chosen only from a class, got {top.name!r}")
+        defined = {n.name for n in top.body if isinstance(n, ast.FunctionDef)}
+        missing = set(methods) - defined
+        if missing:
+            raise LookupError(f"{top.name} has no method {sorted(missing)}")
+        for node in top.body:
+            if isinstance(node, ast.FunctionDef) and node.name not in methods:
+                dropped.update(_lines_of(node))
+    checks: list[ast.Call] = []
+    for node in ast.walk(tree):
         body = getattr(node, "body", None)
-        if (
-            isinstance(body, list)
-            and body
-            and isinstance(node, ast.FunctionDef | ast.ClassDef)
-        ):
+        if isinstance(node, ast.FunctionDef | ast.ClassDef) and body:
             first = body[0]
-            constant = isinstance(first, ast.Expr) and isinstance(
-                first.value, ast.Constant
-            )
-            if constant and isinstance(first.value.value, str):
-                dropped.update(range(first.lineno - 1, first.end_lineno))
-        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
-            name = getattr(node.value.func, "id", getattr(node.value.func, "attr", ""))
-            if name.startswith("check_"):
-                dropped.update(range(node.lineno - 1, node.end_lineno))
-    return dropped
+            value = first.value if isinstance(first, ast.Expr) else None
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                dropped.update(_lines_of(first))
+        if isinstance(node, ast.stmt) and _is_check_statement(node):
+            dropped.update(_lines_of(node))
+        elif _is_check(node):
+            checks.append(node)
+    lines = source.splitlines()
+    rewritten: dict[int, str] = {}
+    for call in checks:
+        row = call.lineno - 1
+        if row in dropped:
+            continue
+        if call.end_lineno != call.lineno or not call.args:
+            raise ValueError(f"a check kept as a value must fit one line: {lines[row]}")
+        text = rewritten.get(row, lines[row])
+        argument = ast.get_source_segment(source, call.args[0])
+        call_text = ast.get_source_segment(source, call)
+        rewritten[row] = text.replace(call_text, argument, 1)
+    return dropped, rewritten
 
 
-def part(obj: Any) -> Part:
-    """``obj``'s source as the page shows it, with its notes."""
-    shown = show_source(obj)
-    source = textwrap.dedent("".join(inspect.getsourcelines(inspect.unwrap(obj))[0]))
-    dropped = _left_out(source)
-    lines = [line for i, line in enumerate(source.splitlines()) if i not in dropped]
-    notes: dict[int, str] = {}
-    for owner, anchor, note in NOTES:
-        if owner is not obj:
+def _shown_lines(source: str, methods: tuple[str, ...] = ()) -> list[str]:
+    """``source`` (dedented) as the page shows it: the cuts made, no blank line right
+    after a cut or another blank line, or at either end."""
+    dropped, rewritten = _cuts(source, methods)
+    kept: list[str] = []
+    for index, line in enumerate(source.splitlines()):
+        if index in dropped:
+            continue
+        line = rewritten.get(index, line)
+        after_cut = index - 1 in dropped
+        if not line.strip() and (after_cut or not kept or not kept[-1].strip()):
+            continue
+        kept.append(line)
+    while kept and not kept[-1].strip():
+        kept.pop()
+    return kept
+
+
+def part(piece: Piece, notes: tuple[tuple[Any, str, str], ...] = NOTES) -> Part:
+    """``piece``'s source as the page shows it, with its notes."""
+    shown = show_source(piece.obj)
+    target = inspect.unwrap(piece.obj)
+    source = textwrap.dedent("".join(inspect.getsourcelines(target)[0]))
+    lines = _shown_lines(source, piece.methods)
+    anchored: dict[int, str] = {}
+    for owner, anchor, note in notes:
+        if owner is not piece.obj:
             continue
         found = [i for i, line in enumerate(lines) if anchor in line]
         if len(found) != 1:
@@ -160,15 +317,62 @@ def part(obj: Any) -> Part:
                 f"the note on {anchor!r} should find one line of {shown.location}, "
                 f"found {len(found)}: the code changed, so the note must too"
             )
-        notes[found[0]] = note
-    return Part(shown.location.split(",")[0], lines, notes)
+        if found[0] in anchored:
+            raise ValueError(f"two notes on one line of {shown.location}: {anchor!r}")
+        anchored[found[0]] = note
+    return Part(shown.location, piece.chapter, lines, anchored)
 
 
-CODE_STYLE = "margin:0;padding:0;white-space:pre"
-CELL_STYLE = "padding:0 12px 0 0;vertical-align:top"
-NOTE_STYLE = (
-    "padding:0;vertical-align:top;font-size:0.85em;font-style:italic;min-width:14em"
+#: The listing's colours, on white: the book's figures' greys, and Okabe-Ito blue for
+#: the rule that joins a note to its line.
+INK, FAINT, RULE, MARKED = "#222222", "#666666", "#0072B2", "#eaf2fa"
+MONO = "SFMono-Regular, Menlo, Consolas, 'Liberation Mono', monospace"
+PRE_STYLE = (
+    "margin:0;padding:0 10px 0 6px;border:0;background:transparent;box-shadow:none;"
+    f"white-space:pre;overflow:visible;font-family:{MONO};font-size:0.8125rem;"
+    f"line-height:1.4;color:{INK}"
 )
+CELL_STYLE = "padding:0;border:0;text-align:left;vertical-align:top"
+NOTE_STYLE = (
+    f"{CELL_STYLE};min-width:15em;padding:1px 6px 6px 10px;font-size:0.8rem;"
+    f"line-height:1.35;color:{INK};font-style:italic"
+)
+
+
+def _token_colour(style: Any, kind: Any) -> tuple[str, bool]:
+    found = style.style_for_token(kind)
+    return (f"#{found['color']}" if found["color"] else INK), bool(found["bold"])
+
+
+def highlighted(lines: list[str]) -> list[str]:
+    """``lines`` of Python as HTML, one string a line, coloured as Pygments' default
+    style colours them on white (escaped and uncoloured where Pygments is missing)."""
+    try:
+        from pygments.lexers import PythonLexer
+        from pygments.styles import get_style_by_name
+    except ImportError:  # pragma: no cover - Jupyter and Colab have it
+        return [html.escape(line) for line in lines]
+    style = get_style_by_name("default")
+    rows: list[list[str]] = [[]]
+    lexer = PythonLexer(stripnl=False, ensurenl=True)
+    for kind, value in lexer.get_tokens("\n".join(lines)):
+        colour, bold = _token_colour(style, kind)
+        for number, piece in enumerate(value.split("\n")):
+            if number:
+                rows.append([])
+            if not piece:
+                continue
+            text = html.escape(piece)
+            if colour != INK or bold:
+                weight = ";font-weight:bold" if bold else ""
+                text = f'<span style="color:{colour}{weight}">{text}</span>'
+            rows[-1].append(text)
+    return ["".join(row) for row in rows[: len(lines)]]
+
+
+def chapter_number(chapter: str) -> int:
+    """``"02_squash"`` → 2."""
+    return int(chapter.split("_", 1)[0])
 
 
 @dataclass(frozen=True)
@@ -178,29 +382,82 @@ class Listing:
 
     parts: list[Part]
 
-    def _repr_html_(self) -> str:
-        rows = []
-        for piece in self.parts:
-            rows.append(
-                '<tr><td colspan="2" style="padding:10px 0 2px;font-family:monospace;'
-                f'opacity:0.75">{html.escape(piece.location)}</td></tr>'
+    @staticmethod
+    def _note_starts(piece: Part) -> dict[int, int]:
+        """Where each note's cell starts (note's line → first row): at the comment
+        lines right above its line, if any, so that a note shares the rows of the
+        block it explains (never above the previous note's line)."""
+        starts, floor = {}, 0
+        for line in sorted(piece.notes):
+            first = line
+            while first > floor and piece.lines[first - 1].lstrip().startswith("#"):
+                first -= 1
+            starts[line], floor = first, line + 1
+        return starts
+
+    @classmethod
+    def _cells(cls, piece: Part) -> dict[int, tuple[int, str]]:
+        """The note column's cells: first row → (rows spanned, note, or "" for an
+        empty cell). A note's cell runs from its start to the end of its block (the
+        next blank line) or the next note's start, whichever comes first."""
+        starts = cls._note_starts(piece)
+        bounds = sorted(starts.values())
+        blank = [i for i, line in enumerate(piece.lines) if not line.strip()]
+        cells: dict[int, tuple[int, str]] = {}
+        row = 0
+        for line, first in sorted(starts.items()):
+            if first > row:
+                cells[row] = (first - row, "")
+            later = [b for b in bounds if b > first] + [len(piece.lines)]
+            end = min([later[0], *(b for b in blank if b > line)])
+            cells[first] = (end - first, piece.notes[line])
+            row = end
+        if row < len(piece.lines):
+            cells[row] = (len(piece.lines) - row, "")
+        return cells
+
+    def _rows(self, piece: Part) -> list[str]:
+        spans = self._cells(piece)
+        rows = [
+            f'<tr><td colspan="2" style="{CELL_STYLE};padding:16px 0 4px 6px;'
+            f"border-bottom:1px solid #cccccc;font-family:{MONO};font-size:0.75rem;"
+            f'color:{FAINT}">{html.escape(piece.location)} · chapter '
+            f"{chapter_number(piece.chapter)}</td></tr>"
+        ]
+        for index, code in enumerate(highlighted(piece.lines)):
+            marked = f";background:{MARKED}" if index in piece.notes else ""
+            cells = (
+                f'<td style="{CELL_STYLE}{marked}"><pre style="{PRE_STYLE}">'
+                f"{code or ' '}</pre></td>"
             )
-            for index, line in enumerate(piece.lines):
-                note = piece.notes.get(index, "")
-                code = f'<pre style="{CODE_STYLE}">{html.escape(line)}</pre>'
-                rows.append(
-                    f'<tr><td style="{CELL_STYLE}">{code}</td>'
-                    f'<td style="{NOTE_STYLE}">{html.escape(note)}</td></tr>'
+            if index in spans:
+                count, note = spans[index]
+                rule = (
+                    f";border-left:3px solid {RULE};border-top:5px solid #ffffff"
+                    if note
+                    else ""
                 )
+                cells += (
+                    f'<td rowspan="{count}" style="{NOTE_STYLE}{rule}">'
+                    f"{html.escape(note)}</td>"
+                )
+            rows.append(f'<tr style="background:#ffffff">{cells}</tr>')
+        return rows
+
+    def _repr_html_(self) -> str:
+        rows = [row for piece in self.parts for row in self._rows(piece)]
         return (
-            '<div style="overflow-x:auto"><table class="capsnotes-listing" '
-            'style="border-collapse:collapse">' + "".join(rows) + "</table></div>"
+            '<div class="capsnotes-listing" style="overflow-x:auto;background:#ffffff;'
+            f'color:{INK};padding:4px 8px 12px;border:1px solid #dddddd">'
+            '<table style="border-collapse:collapse;border:0;width:100%;margin:0;'
+            'background:#ffffff">' + "".join(rows) + "</table></div>"
         )
 
     def __repr__(self) -> str:
         blocks = []
         for piece in self.parts:
-            lines = [f"# --- {piece.location}"]
+            where = f"# {piece.location} (chapter {chapter_number(piece.chapter)})"
+            lines = [where]
             for index, line in enumerate(piece.lines):
                 if index in piece.notes:
                     indent = line[: len(line) - len(line.lstrip())]
@@ -211,9 +468,22 @@ class Listing:
 
     @property
     def line_count(self) -> int:
+        """Lines of code on the page."""
         return sum(len(piece.lines) for piece in self.parts)
 
+    @property
+    def note_count(self) -> int:
+        """Notes beside them."""
+        return sum(len(piece.notes) for piece in self.parts)
 
-def whole_network(parts: tuple[Any, ...] = PARTS) -> Listing:
-    """The whole CapsNet as one listing of the package's code (see the module)."""
-    return Listing([part(obj) for obj in parts])
+
+def whole_network(
+    parts: tuple[Piece, ...] = PARTS, notes: tuple[tuple[Any, str, str], ...] = NOTES
+) -> Listing:
+    """The whole CapsNet as one listing of the package's code (see the module). Raises
+    if a note belongs to no part shown, or does not find exactly one line of it."""
+    shown = {id(piece.obj) for piece in parts}
+    stray = [anchor for owner, anchor, _ in notes if id(owner) not in shown]
+    if stray:
+        raise ValueError(f"notes for parts the page does not show: {stray}")
+    return Listing([part(piece, notes) for piece in parts])
