@@ -275,12 +275,13 @@ def margin_idea(
             markersize=12,
             alpha=0.4,
         )
-    for margin, text in ((m_neg, "m⁻"), (m_pos, "m⁺")):
+    for margin, text, side in ((m_neg, "m⁻", "left"), (m_pos, "m⁺", "right")):
         for axis in (ax, strip):
             axis.axvline(margin, color=GREY, linestyle=":", linewidth=1.2)
-        ax.text(margin + 0.01, top * 1.08, f"{text} = {margin:g}", fontsize=9)
+        shift = 0.01 if side == "left" else -0.01
+        ax.text(margin + shift, top * 1.1, f"{text} = {margin:g}", ha=side, fontsize=9)
     ax.set(xlim=(0, 1), ylim=(-0.02 * top, top * 1.2), ylabel="loss of the class")
-    ax.legend(loc="upper center", frameon=False, fontsize=8, ncol=2)
+    ax.legend(loc="upper left", bbox_to_anchor=(0.42, 0.98), frameon=False, fontsize=8)
     strip.set_yticks([0, 1], [who for _, _, who in groups], fontsize=8)
     strip.set_ylim(1.6, -0.6)
     strip.grid(axis="y", visible=False)
