@@ -333,6 +333,9 @@ PRE_STYLE = (
     f"line-height:1.4;color:{INK}"
 )
 CELL_STYLE = "padding:0;border:0;text-align:left;vertical-align:top"
+#: About how many characters of a note fit a line of the note column in the book's
+#: page (its full width): what :meth:`Listing._cells` counts a note's lines by.
+NOTE_CHARACTERS = 45
 NOTE_STYLE = (
     f"{CELL_STYLE};min-width:15em;padding:1px 6px 6px 10px;font-size:0.8rem;"
     f"line-height:1.35;color:{INK};font-style:italic"
@@ -399,7 +402,9 @@ class Listing:
     def _cells(cls, piece: Part) -> dict[int, tuple[int, str]]:
         """The note column's cells: first row → (rows spanned, note, or "" for an
         empty cell). A note's cell runs from its start to the end of its block (the
-        next blank line) or the next note's start, whichever comes first."""
+        next blank line), or on to the next note's start where the block has fewer
+        rows than the note needs lines (:data:`NOTE_CHARACTERS` a line), so that a
+        long note does not stretch the code's rows."""
         starts = cls._note_starts(piece)
         bounds = sorted(starts.values())
         blank = [i for i, line in enumerate(piece.lines) if not line.strip()]
@@ -410,6 +415,9 @@ class Listing:
                 cells[row] = (first - row, "")
             later = [b for b in bounds if b > first] + [len(piece.lines)]
             end = min([later[0], *(b for b in blank if b > line)])
+            needed = -(-len(piece.notes[line]) // NOTE_CHARACTERS) + 1
+            if end - first < needed:
+                end = later[0]
             cells[first] = (end - first, piece.notes[line])
             row = end
         if row < len(piece.lines):
