@@ -3,12 +3,10 @@ import math
 import pytest
 import torch
 
-from capsbook import stats
 from capsbook.analysis import (
     PROPERTIES,
     confusion_figure,
     dimension_effects,
-    disagreement,
     image_moments,
     perturb_dimensions,
     routing_statistics,
@@ -150,35 +148,6 @@ def test_confusion_matrix_counts_true_against_predicted():
     assert matrix.sum() == 6 and matrix.trace() == 4
     with pytest.raises(ValueError, match="predictions must have shape"):
         confusion_matrix(predictions[:3], labels, 3)
-
-
-def test_disagreement_counts_each_models_own_errors_and_tests_them_by_mcnemar():
-    """1,000 items: 30 only the first model misreads, 10 only the second, 5 both. The
-    effect is the second's error rate minus the first's; p is McNemar's; the detectable
-    difference comes from the standard error √40 / 1000; swapping the models flips the
-    effect and keeps p."""
-    wrong_a = torch.zeros(1000, dtype=torch.bool)
-    wrong_b = torch.zeros(1000, dtype=torch.bool)
-    wrong_a[:30] = True
-    wrong_b[30:40] = True
-    wrong_a[500:505] = wrong_b[500:505] = True
-    found = disagreement(wrong_a, wrong_b)
-    assert (found.count, found.only_a, found.only_b, found.both) == (1000, 30, 10, 5)
-    assert found.effect == pytest.approx(-0.02)
-    assert found.p == pytest.approx(stats.mcnemar(30, 10)) and found.is_difference
-    assert found.detectable == pytest.approx(stats.detectable(math.sqrt(40) / 1000, 39))
-    swapped = disagreement(wrong_b, wrong_a)
-    assert swapped.effect == pytest.approx(0.02) and swapped.p == pytest.approx(found.p)
-    even = wrong_b.clone()
-    even[40:60] = True  # 30 against 30: no difference
-    assert disagreement(wrong_a, even).p == 1.0
-    assert not disagreement(wrong_a, even).is_difference
-    with pytest.raises(ValueError, match="bool tensor"):
-        disagreement(wrong_a.int(), wrong_b)
-    with pytest.raises(ValueError, match="the same N"):
-        disagreement(wrong_a, wrong_b[:10])
-    with pytest.raises(ValueError, match="too few to test"):
-        disagreement(wrong_a, wrong_a)
 
 
 def test_the_confusion_figure_prints_every_count_and_shades_only_the_errors():

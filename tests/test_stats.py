@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import pytest
+import torch
 
 from capsbook import stats
 
@@ -106,3 +107,43 @@ def test_a_table_states_each_difference_by_the_book_s_standard():
     assert "< 0.001" in stats.table({"far": stats.unpaired([0, 0.1, 0], [9, 9.1, 9])})
     with pytest.raises(ValueError, match="at least one"):
         stats.table({})
+
+
+def test_disagreement_counts_each_models_own_errors_and_tests_them_by_mcnemar():
+    """1,000 items: 30 only the first model misreads, 10 only the second, 5 both. The
+    effect is the second's error rate minus the first's; p is McNemar's; the detectable
+    difference comes from the standard error √40 / 1000; swapping the models flips the
+    effect and keeps p."""
+    wrong_a = torch.zeros(1000, dtype=torch.bool)
+    wrong_b = torch.zeros(1000, dtype=torch.bool)
+    wrong_a[:30] = True
+    wrong_b[30:40] = True
+    wrong_a[500:505] = wrong_b[500:505] = True
+    found = stats.disagreement(wrong_a, wrong_b)
+    assert (found.count, found.only_a, found.only_b, found.both) == (1000, 30, 10, 5)
+    assert found.effect == pytest.approx(-0.02)
+    assert found.p == pytest.approx(stats.mcnemar(30, 10)) and found.is_difference
+    assert found.detectable == pytest.approx(stats.detectable(math.sqrt(40) / 1000, 39))
+    swapped = stats.disagreement(wrong_b, wrong_a)
+    assert swapped.effect == pytest.approx(0.02) and swapped.p == pytest.approx(found.p)
+    even = wrong_b.clone()
+    even[40:60] = True  # 30 against 30: no difference
+    assert stats.disagreement(wrong_a, even).p == 1.0
+    assert not stats.disagreement(wrong_a, even).is_difference
+    with pytest.raises(ValueError, match="bool tensor"):
+        stats.disagreement(wrong_a.int(), wrong_b)
+    with pytest.raises(ValueError, match="the same N"):
+        stats.disagreement(wrong_a, wrong_b[:10])
+    with pytest.raises(ValueError, match="too few to test"):
+        stats.disagreement(wrong_a, wrong_a)
+
+
+def test_a_large_paired_design_gets_student_s_t_only():
+    """2^20 sign flips are more than an exact test enumerates: Student's t alone."""
+    a = [float(i) for i in range(20)]
+    b = [x + 0.5 + 0.1 * (i % 3) for i, x in enumerate(a)]
+    d = stats.paired(a, b)
+    assert d.exact_p is None and d.smallest_p is None
+    assert d.p < 1e-6 and d.is_difference
+    assert "exact p = –" in d.row()
+    assert stats.paired(a[:16], b[:16]).exact_p == pytest.approx(2 / 2**16)

@@ -8,9 +8,6 @@
   and position (chapters 7 and 9, the paper's Figure 4).
 * :func:`training_flops` — the arithmetic of one training step, counted by torch's
   ``FlopCounterMode`` (chapters 3 and 12, the benchmarks).
-* :func:`disagreement` — two models scored on the same test items, stated as the book
-  states a difference (:mod:`capsbook.stats`): the effect, McNemar's p and the
-  difference the test detects (chapter 12).
 * :func:`confusion_figure` and :func:`sweep_figure` — chapter 12's confusion matrix and
   its accuracy against one affine factor at a time.
 """
@@ -27,7 +24,6 @@ from matplotlib.figure import Figure
 from torch import Tensor, nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from capsbook import stats
 from capsbook.plots import COLORS, new_figure
 from capsnotes import CapsNet, capsnet_loss
 from capsnotes.data import ImageSet, checks
@@ -282,62 +278,6 @@ def training_flops(
     }
     per_module["total"] = sum(counts.get(name, counts.get("Global", {})).values())
     return {key: value // len(batch[0]) for key, value in per_module.items()}
-
-
-@dataclass(frozen=True)
-class Disagreement:
-    """Two models scored on the same ``count`` items: ``only_a`` items only the first
-    gets wrong, ``only_b`` only the second, ``both`` both. ``effect`` is the second's
-    error rate minus the first's; ``p`` McNemar's exact test
-    (:func:`capsbook.stats.mcnemar`); ``detectable`` the difference of error rates the
-    test detects at :data:`capsbook.stats.ALPHA` with :data:`capsbook.stats.POWER`,
-    from the standard error of the effect under no difference, ``√(only_a + only_b) /
-    count``. One model each: it says whether these two models differ on these items,
-    not how far other training runs would land."""
-
-    count: int
-    only_a: int
-    only_b: int
-    both: int
-    effect: float
-    p: float
-    detectable: float
-
-    @property
-    def is_difference(self) -> bool:
-        """The book's standard: p below :data:`capsbook.stats.ALPHA`."""
-        return self.p < stats.ALPHA
-
-
-def disagreement(wrong_a: Tensor, wrong_b: Tensor) -> Disagreement:
-    """:class:`Disagreement` of two models from their errors on the same items,
-    ``wrong_a`` and ``wrong_b`` (bool ``[N]``: the item is misread)."""
-    for name, wrong in (("wrong_a", wrong_a), ("wrong_b", wrong_b)):
-        if not torch.is_tensor(wrong) or wrong.dtype != torch.bool or wrong.dim() != 1:
-            raise ValueError(f"{name} must be a bool tensor [N], got {wrong!r:.60}")
-    if wrong_a.shape != wrong_b.shape or len(wrong_a) == 0:
-        raise ValueError(
-            f"wrong_a and wrong_b must score the same N >= 1 items, got "
-            f"{tuple(wrong_a.shape)} and {tuple(wrong_b.shape)}"
-        )
-    count = len(wrong_a)
-    only_a = int((wrong_a & ~wrong_b).sum())
-    only_b = int((wrong_b & ~wrong_a).sum())
-    discordant = only_a + only_b
-    if discordant < 2:
-        raise ValueError(
-            f"the models disagree on {discordant} item(s): too few to test"
-        )
-    error = math.sqrt(discordant) / count
-    return Disagreement(
-        count=count,
-        only_a=only_a,
-        only_b=only_b,
-        both=int((wrong_a & wrong_b).sum()),
-        effect=(only_b - only_a) / count,
-        p=stats.mcnemar(only_a, only_b),
-        detectable=stats.detectable(error, discordant - 1),
-    )
 
 
 def confusion_figure(confusion: Tensor, classes: Sequence[str]) -> Figure:

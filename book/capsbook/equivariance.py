@@ -54,7 +54,6 @@ import torch
 import torch.nn.functional as F
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from scipy import stats as scipy_stats
 from torch import Tensor, nn
 
 from capsbook import stats
@@ -774,18 +773,16 @@ def compare_images(
             f"{tuple(b.shape)}"
         )
     differences = b - a
-    n = len(differences)
-    effect, spread = differences.mean().item(), differences.std().item()
-    if spread == 0:
+    if differences.std().item() == 0:
         raise ValueError("differences that are all equal have no spread to test")
-    p = float(scipy_stats.ttest_1samp(differences.numpy(), 0.0).pvalue)
+    tested = stats.paired(a.tolist(), b.tolist())
     low, high = bootstrap_interval(differences, draws, level, seed)
     return ImageDifference(
-        effect=effect,
-        spread=spread,
-        n=n,
-        p=p,
-        detectable=stats.detectable(spread / math.sqrt(n), n - 1),
+        effect=tested.effect,
+        spread=tested.spread,
+        n=tested.n,
+        p=tested.p,
+        detectable=tested.detectable,
         low=low.item(),
         high=high.item(),
         level=level,

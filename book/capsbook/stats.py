@@ -7,6 +7,9 @@ smallest difference the design detects at :data:`ALPHA` with :data:`POWER`, side
 side. A difference is called a difference when its t-test's p is below ALPHA; the
 detectable difference says how large an effect the design could have missed.
 
+Two models scored on the same test items are compared by McNemar's exact test
+(:func:`disagreement`), with the difference of error rates it detects beside it.
+
 Student's t and the binomial distribution come from SciPy; the permutation tests are
 enumerated here because SciPy's ``permutation_test`` samples or enumerates with a
 statistic of its own choosing, while the book's are small and exact by construction (at
@@ -20,8 +23,13 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from scipy import stats
+
+#: The most arrangements an exact permutation test enumerates (16 pairs, or 8 + 8
+#: seeds); a larger design gets Student's t only.
+EXACT_LIMIT = 2**16
 
 #: The test's level (two-sided) and the power at which a design's detectable difference
 #: is quoted.
@@ -50,8 +58,11 @@ class Difference:
     )
     n: int  #: seeds per arm (pairs, if paired)
     p: float  #: two-sided p of Student's t-test
-    exact_p: float  #: two-sided p of the exact permutation test
-    smallest_p: float  #: the smallest exact p this design can reach at all
+    #: two-sided p of the exact permutation test (None: more than EXACT_LIMIT
+    #: arrangements, as for hundreds of paired test digits, where Student's t is exact
+    #: enough)
+    exact_p: float | None
+    smallest_p: float | None  #: the smallest exact p this design can reach at all
     detectable: float  #: the difference the design detects at ALPHA with POWER
     paired: bool
 
@@ -65,7 +76,7 @@ class Difference:
         multiplied by ``scale`` (100: fractions as points)."""
         return (
             f"{scale * self.effect:+.3f}{unit} (spread {scale * self.spread:.3f}, "
-            f"p = {self.p:.3f}, exact p = {self.exact_p:.3f}; "
+            f"p = {self.p:.3f}, exact p = {_p_text(self.exact_p)}; "
             f"detects {scale * self.detectable:.3f}{unit})"
         )
 
@@ -89,24 +100,23 @@ def unpaired(a: Sequence[float], b: Sequence[float]) -> Difference:
     effect = statistics.fmean(b) - statistics.fmean(a)
     spread = math.sqrt((statistics.variance(a) + statistics.variance(b)) / 2)
     p = float(stats.ttest_ind(b, a).pvalue) if spread else (0.0 if effect else 1.0)
-    pooled = a + b
-    splits = list(itertools.combinations(range(2 * n), n))
-    extreme = 0
-    for chosen in splits:
-        first = [pooled[i] for i in chosen]
-        second = [pooled[i] for i in range(2 * n) if i not in chosen]
-        if (
-            abs(statistics.fmean(second) - statistics.fmean(first))
-            >= abs(effect) - 1e-12
-        ):
-            extreme += 1
+    pooled, exact_p, smallest_p = a + b, None, None
+    if math.comb(2 * n, n) <= EXACT_LIMIT:
+        splits = list(itertools.combinations(range(2 * n), n))
+        extreme = 0
+        for chosen in splits:
+            first = [pooled[i] for i in chosen]
+            second = [pooled[i] for i in range(2 * n) if i not in chosen]
+            gap = abs(statistics.fmean(second) - statistics.fmean(first))
+            extreme += gap >= abs(effect) - 1e-12
+        exact_p, smallest_p = extreme / len(splits), 2 / len(splits)
     return Difference(
         effect=effect,
         spread=spread,
         n=n,
         p=p,
-        exact_p=extreme / len(splits),
-        smallest_p=2 / len(splits),
+        exact_p=exact_p,
+        smallest_p=smallest_p,
         detectable=detectable(spread * math.sqrt(2 / n), 2 * n - 2),
         paired=False,
     )
@@ -120,19 +130,22 @@ def paired(a: Sequence[float], b: Sequence[float]) -> Difference:
     n = len(differences)
     effect, spread = statistics.fmean(differences), statistics.stdev(differences)
     p = float(stats.ttest_1samp(differences, 0.0).pvalue)
-    flips = list(itertools.product((1, -1), repeat=n))
-    extreme = sum(
-        abs(statistics.fmean(s * d for s, d in zip(signs, differences)))
-        >= abs(effect) - 1e-12
-        for signs in flips
-    )
+    exact_p = smallest_p = None
+    if 2**n <= EXACT_LIMIT:
+        flips = list(itertools.product((1, -1), repeat=n))
+        extreme = sum(
+            abs(statistics.fmean(s * d for s, d in zip(signs, differences)))
+            >= abs(effect) - 1e-12
+            for signs in flips
+        )
+        exact_p, smallest_p = extreme / len(flips), 2 / len(flips)
     return Difference(
         effect=effect,
         spread=spread,
         n=n,
         p=p,
-        exact_p=extreme / len(flips),
-        smallest_p=2 / len(flips),
+        exact_p=exact_p,
+        smallest_p=smallest_p,
         detectable=detectable(spread / math.sqrt(n), n - 1),
         paired=True,
     )
@@ -192,7 +205,9 @@ def two_by_two(cells: Mapping[tuple[str, str], Sequence[float]]) -> TwoByTwo:
     )
 
 
-def _p_text(p: float) -> str:
+def _p_text(p: float | None) -> str:
+    if p is None:
+        return "–"
     return "< 0.001" if p < 0.001 else f"{p:.3f}"
 
 
@@ -224,3 +239,68 @@ def table(
             f"| {_p_text(d.exact_p)} | {detects} | {verdict} |"
         )
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """Two models scored on the same ``count`` items: ``only_a`` items only the first
+    gets wrong, ``only_b`` only the second, ``both`` both. ``effect`` is the second's
+    error rate minus the first's; ``p`` McNemar's exact test
+    (:func:`mcnemar`); ``detectable`` the difference of error rates the
+    test detects at :data:`ALPHA` with :data:`POWER`,
+    from the standard error of the effect under no difference, ``√(only_a + only_b) /
+    count``. One model each: it says whether these two models differ on these items,
+    not how far other training runs would land."""
+
+    count: int
+    only_a: int
+    only_b: int
+    both: int
+    effect: float
+    p: float
+    detectable: float
+
+    @property
+    def is_difference(self) -> bool:
+        """The book's standard: p below :data:`ALPHA`."""
+        return self.p < ALPHA
+
+
+def disagreement(wrong_a: Any, wrong_b: Any) -> Disagreement:
+    """:class:`Disagreement` of two models from their errors on the same items,
+    ``wrong_a`` and ``wrong_b`` (one bool each, a bool tensor ``[N]`` or a sequence:
+    the item is misread)."""
+    flags = []
+    for name, wrong in (("wrong_a", wrong_a), ("wrong_b", wrong_b)):
+        values = wrong.tolist() if hasattr(wrong, "tolist") else wrong
+        if (
+            isinstance(values, (str, bytes))
+            or not isinstance(values, Sequence)
+            or not all(isinstance(v, bool) for v in values)
+        ):
+            raise ValueError(f"{name} must be a bool tensor [N], got {wrong!r:.60}")
+        flags.append(values)
+    if len(flags[0]) != len(flags[1]) or not flags[0]:
+        raise ValueError(
+            f"wrong_a and wrong_b must score the same N >= 1 items, got "
+            f"{len(flags[0])} and {len(flags[1])}"
+        )
+    count = len(flags[0])
+    pairs = list(zip(*flags))
+    only_a = sum(a and not b for a, b in pairs)
+    only_b = sum(b and not a for a, b in pairs)
+    discordant = only_a + only_b
+    if discordant < 2:
+        raise ValueError(
+            f"the models disagree on {discordant} item(s): too few to test"
+        )
+    error = math.sqrt(discordant) / count
+    return Disagreement(
+        count=count,
+        only_a=only_a,
+        only_b=only_b,
+        both=sum(a and b for a, b in pairs),
+        effect=(only_b - only_a) / count,
+        p=mcnemar(only_a, only_b),
+        detectable=detectable(error, discordant - 1),
+    )
