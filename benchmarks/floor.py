@@ -5,7 +5,8 @@ A training step of the trainer's chosen plan (``plan_for`` on this CPU, timed on
 batch, as a run chooses) is recorded once with PyTorch's profiler, shapes and dtypes
 kept. Every product it ran — ``aten::mm``, ``bmm``, ``addmm``, ``baddbmm`` and the
 native convolutions forward and backward — is then timed alone, on fresh contiguous
-tensors of the same shapes and dtype, with ``torch.utils.benchmark`` at the same number
+tensors of the same shapes and dtype (4-D ones also channels-last, the faster kept),
+with ``torch.utils.benchmark`` at the same number
 of threads (the median of its measurements). Their sum is the step's floor: what the
 step would take if it did nothing but its products, each at the speed it has alone.
 Beside it: the step itself (the median of repeated steps), its arithmetic rate, and the
@@ -89,13 +90,20 @@ class Product:
             return 2 * batch * out * height * width * per_group * kh * kw * sum(mask[:2])
         raise ValueError(f"no FLOP count for {self.name}")
 
-    def runner(self) -> tuple[str, dict[str, Any]]:
-        """A statement and its globals that run this product alone."""
+    def runner(
+        self, layout: torch.memory_format = torch.contiguous_format
+    ) -> tuple[str, dict[str, Any]]:
+        """A statement and its globals that run this product alone, its 4-D tensors in
+        ``layout``."""
         dtype = DTYPE_NAMES[self.dtype]
         generator = torch.Generator().manual_seed(0)
         tensors = [
             torch.randn(shape, generator=generator).to(dtype) if shape else None
             for shape in self.shapes
+        ]
+        tensors = [
+            t.contiguous(memory_format=layout) if t is not None and t.dim() == 4 else t
+            for t in tensors
         ]
         op = getattr(torch.ops.aten, self.name.split("::")[1])
         if self.name == "aten::mkldnn_convolution":
@@ -127,11 +135,26 @@ def products_of(step: Any, batch: tuple[torch.Tensor, ...]) -> Counter:
     return found
 
 
-def time_alone(product: Product, threads: int) -> float:
-    """The median seconds of ``product`` run alone."""
-    statement, scope = product.runner()
-    timer = benchmark.Timer(statement, globals=scope, num_threads=threads)
-    return timer.blocked_autorange(min_run_time=0.5).median
+#: The layouts a product with 4-D tensors (a convolution) is timed in: the profiler
+#: records shapes, not strides, and oneDNN runs a convolution faster channels-last.
+LAYOUTS = {"contiguous": torch.contiguous_format, "channels_last": torch.channels_last}
+
+
+def time_alone(product: Product, threads: int) -> tuple[float, str]:
+    """The median seconds of ``product`` run alone, in the faster of :data:`LAYOUTS`
+    where it has 4-D tensors, and that layout's name."""
+    layouts = (
+        LAYOUTS
+        if any(len(shape) == 4 for shape in product.shapes)
+        else {"contiguous": torch.contiguous_format}
+    )
+    timed = {}
+    for name, layout in layouts.items():
+        statement, scope = product.runner(layout)
+        timer = benchmark.Timer(statement, globals=scope, num_threads=threads)
+        timed[name] = timer.blocked_autorange(min_run_time=0.5).median
+    best = min(timed, key=timed.get)
+    return timed[best], best
 
 
 def measure(batch_size: int, repeats: int, threads: int) -> dict[str, Any]:
@@ -157,7 +180,7 @@ def measure(batch_size: int, repeats: int, threads: int) -> dict[str, Any]:
     found = products_of(run.step, batches[-1])
     rows, floor, flops = [], 0.0, 0
     for product, count in found.most_common():
-        alone = time_alone(product, threads)
+        alone, layout = time_alone(product, threads)
         floor += count * alone
         flops += count * product.flops()
         rows.append(
@@ -167,6 +190,7 @@ def measure(batch_size: int, repeats: int, threads: int) -> dict[str, Any]:
                 "dtype": product.dtype,
                 "count": count,
                 "seconds_each": alone,
+                "layout": layout,
                 "gflops_each": product.flops() / 1e9,
                 "gflop_per_s": product.flops() / alone / 1e9,
             }

@@ -45,4 +45,5 @@ def test_a_step_s_products_are_found_counted_and_replayed():
     assert ("aten::mm", ((5, 8), (8, 5))) in kinds  # x @ x.T
     assert all(p.dtype == "float" for p in found)
     for product in found:
-        assert time_alone(product, threads=1) > 0
+        seconds, layout = time_alone(product, threads=1)
+        assert seconds > 0 and layout == "contiguous"
