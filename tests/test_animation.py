@@ -11,10 +11,12 @@ import pytest
 import torch
 
 from book import nbval_figures
+from capsbook import animation as animation_module
 from capsbook.animation import (
     player_html,
     routing_animation,
     routing_frames,
+    shared_limits,
     shown_parents,
     vote_plane,
 )
@@ -80,6 +82,16 @@ def test_the_parents_shown_are_the_label_and_the_runner_up():
     assert shown_parents(lengths, label=2) == [2, 1]
     assert shown_parents(lengths, label=1) == [1, 3]
     assert shown_parents(lengths, label=None) == [1, 3]
+
+
+def test_the_vote_panels_share_one_scale(model, image, monkeypatch):
+    assert shared_limits({7: (-0.3, 1.9), 4: (-1.2, 0.5)}) == {7: (-0.3, 1.9), 4: (-1.2, 1.0)}
+    # each panel's own limits planted 2.0 and 1.0 wide: both are drawn 2.0 wide
+    own = iter([(-1.0, 1.0), (-0.5, 0.5)])
+    monkeypatch.setattr(animation_module, "_limits", lambda *values: next(own))
+    votes = routing_animation(model, image, label=3, iterations=2)._fig.axes[:2]
+    assert [ax.get_xlim() for ax in votes] == [(-1.0, 1.0), (-0.5, 1.5)]
+    assert [ax.get_ylim() for ax in votes] == [(-1.0, 1.0), (-1.0, 1.0)]
 
 
 def frames_of(page: str) -> list[np.ndarray]:

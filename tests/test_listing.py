@@ -181,3 +181,30 @@ def test_the_html_table_has_every_line_once_and_every_note_beside_it():
     code = [html.unescape(re.sub(r"<[^>]+>", "", c)) for c in code]
     lines = [line for shown in listing.parts for line in shown.lines]
     assert code == [line or " " for line in lines]
+
+
+class WithAHelper:
+    def forward(self, x):
+        return x
+
+    def helper(self):
+        return 1
+
+
+@pytest.mark.parametrize("piece", PARTS, ids=lambda piece: piece.obj.__qualname__)
+def test_a_header_names_the_methods_its_part_leaves_out(piece):
+    tree = ast.parse(source_of(piece.obj)).body[0]
+    methods = [n.name for n in getattr(tree, "body", []) if isinstance(n, ast.FunctionDef)]
+    left = [name for name in methods if piece.methods and name not in piece.methods]
+    location = part(piece).location
+    if left:
+        assert location.endswith(f", without {', '.join(left)}")
+    else:
+        assert "without" not in location
+
+
+def test_a_header_names_a_method_left_out_of_a_planted_class():
+    assert part(Piece(WithAHelper, "01_why_capsules", ("forward",))).location.endswith(
+        ", without helper"
+    )
+    assert "without" not in part(Piece(WithAHelper, "01_why_capsules")).location

@@ -6,7 +6,7 @@ a plane of that parent's 16 dimensions: along the parent's last output ``v_j`` a
 across it (the votes' main direction once ``v_j``'s is taken out). The votes stay where
 they are from frame to frame, since routing does not change them; a dot's area is the
 coupling ``c_ij`` the child gives that parent in the iteration, and the arrow is the
-parent's output ``v_j`` (both drawn to the panel's scale). Beside them, the length of
+parent's output ``v_j``, both panels drawn to one scale. Beside them, the length of
 every parent's output, the first iteration's outlined. Frame ``t`` is iteration ``t``
 of Procedure 1: the first ``t`` iterations do not depend on how many follow, so it is
 the last iteration of ``capsnotes.dynamic_routing`` with ``r = t``.
@@ -106,6 +106,15 @@ def _limits(*values: np.ndarray) -> tuple[float, float]:
     return math.floor(10 * low) / 10, math.ceil(10 * high) / 10
 
 
+def shared_limits(
+    limits: dict[int, tuple[float, float]],
+) -> dict[int, tuple[float, float]]:
+    """The panels' limits along their first axis, widened to one width, the widest's
+    (each keeps its lower limit), so that every panel is drawn to one scale."""
+    width = max(high - low for low, high in limits.values())
+    return {j: (low, round(low + width, 1)) for j, (low, _) in limits.items()}
+
+
 def shown_parents(lengths: Tensor, label: int | None) -> list[int]:
     """The two parents drawn: ``label`` and the parent whose last output is longest
     among the others, or the two longest without a label."""
@@ -141,6 +150,9 @@ def routing_animation(
     planes = [vote_plane(votes[:, j], outputs[-1, j]) for j in shown]
     points = [(votes[:, j] @ plane.T).numpy() for j, plane in zip(shown, planes)]
     arrows = [(outputs[:, j] @ plane.T).numpy() for j, plane in zip(shown, planes)]
+    limits = shared_limits(
+        {j: _limits(xy[:, 0], path[:, 0]) for j, xy, path in zip(shown, points, arrows)}
+    )
     with plt.rc_context(STYLE):
         fig = Figure(figsize=FIGSIZE, dpi=DPI, layout="constrained")
         axes = fig.subplots(1, 3, width_ratios=[1, 1, 1.25])
@@ -162,7 +174,7 @@ def routing_animation(
                     zorder=4,
                 )
             )
-            low, high = _limits(xy[:, 0], path[:, 0])
+            low, high = limits[j]
             ax.set_xlim(low, high)
             ax.set_ylim(-(high - low) / 2, (high - low) / 2)
             ax.set_aspect("equal")

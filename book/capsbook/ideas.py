@@ -135,9 +135,9 @@ def primary_capsule_idea(
 ) -> Figure:
     """One primary capsule (of ``capsule_type``, at grid ``position`` ``(row,
     column)``) in each of ``images`` ``[N, 1, H, W]``: the image with the patch the
-    capsule sees outlined in orange and every grid position's centre dotted (top), and
-    the capsule's components, from ``model.primary_capsules``, coloured from blue (-1)
-    through white (0) to vermillion (+1) (bottom)."""
+    capsule sees outlined in orange (top), and the capsule's components, numbered from
+    0, from ``model.primary_capsules``, coloured from blue (-1) through white (0) to
+    vermillion (+1) (bottom)."""
     if not isinstance(model, CapsNet):
         raise TypeError(
             f"model must be a capsnotes CapsNet, got {type(model).__name__}"
@@ -191,7 +191,7 @@ def primary_capsule_idea(
         strip_ax.imshow(
             chosen[n][None].numpy(), cmap=DIVERGING, vmin=-1, vmax=1, aspect="auto"
         )
-        strip_ax.set_xticks(range(dim), [str(k + 1) for k in range(dim)], fontsize=7)
+        strip_ax.set_xticks(range(dim), [str(k) for k in range(dim)], fontsize=7)
         strip_ax.set_yticks([])
         strip_ax.tick_params(length=0)
     axes[0, 0].set_ylabel("the patch\nit sees", rotation=0, ha="right", va="center")

@@ -11,7 +11,7 @@ holds the paper's lines:
   whose body is only such checks; a check whose value is kept
   (``self.iterations = check_iterations(iterations)``) shows as the argument it returns;
 * a class's methods that are not the paper's (``extra_repr``, ``num_capsules``): each
-  :class:`Piece` names the methods it shows;
+  :class:`Piece` names the methods it shows, and its header the ones it leaves out;
 * blank lines left doubled, or left at either end, by the cuts.
 
 Beside a line, a note quotes the sentence of the paper it implements (:data:`NOTES`,
@@ -320,7 +320,23 @@ def part(piece: Piece, notes: tuple[tuple[Any, str, str], ...] = NOTES) -> Part:
         if found[0] in anchored:
             raise ValueError(f"two notes on one line of {shown.location}: {anchor!r}")
         anchored[found[0]] = note
-    return Part(shown.location, piece.chapter, lines, anchored)
+    return Part(
+        _location(shown.location, source, piece), piece.chapter, lines, anchored
+    )
+
+
+def _location(location: str, source: str, piece: Piece) -> str:
+    """Where ``piece`` lives (``capsnotes/x.py, lines a-b``), and the methods of its
+    class that the page leaves out, if any: the line range covers them too."""
+    if not piece.methods:
+        return location
+    (top,) = ast.parse(source).body
+    left = [
+        node.name
+        for node in top.body
+        if isinstance(node, ast.FunctionDef) and node.name not in piece.methods
+    ]
+    return f"{location}, without {', '.join(left)}" if left else location
 
 
 #: The listing's colours, on white: the book's figures' greys, and Okabe-Ito blue for

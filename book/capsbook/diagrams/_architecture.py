@@ -8,7 +8,7 @@ from typing import Any
 from capsbook.diagrams._draw import (
     BLUE,
     GREEN,
-    ORANGE,
+    VERMILLION,
     WIDTH,
     Diagram,
     arrow,
@@ -78,14 +78,14 @@ def _encoder_stages(model: CapsNet, shapes: dict[str, tuple[int, ...]]) -> list[
             r"votes $\hat{u}_{j|i} = W_{ij}\,u_i$: "
             f"one {model.digits.out_dim}×{dim} matrix\n"
             r"per child $i$ and parent $j$",
-            ORANGE,
+            VERMILLION,
         ),
         (
             "digit capsules",
             f"routing by agreement, r = {model.digits.iterations} "
             f"iterations:\n{config.num_classes} digit capsules $v_j$ of "
             f"{config.digit_dim}-D",
-            ORANGE,
+            VERMILLION,
         ),
     ]
 

@@ -18,7 +18,7 @@ from torch import Tensor, nn
 from capsnotes import CapsNet
 
 #: Colours of the diagrams (those of capsnotes.plots).
-BLUE, ORANGE, GREEN, GREY = "#0072B2", "#D55E00", "#009E73", "#777777"
+BLUE, VERMILLION, GREEN, GREY = "#0072B2", "#D55E00", "#009E73", "#777777"
 #: What keeps a diagram's SVG the same from one drawing to the next.
 SVG_STYLE = {"svg.hashsalt": "capsnotes", "svg.fonttype": "none", "font.size": 9}
 #: The width of every diagram, in inches: the book's column, so that text set in 8 or 9

@@ -11,7 +11,7 @@ from capsbook.diagrams._draw import (
     BLUE,
     GREEN,
     GREY,
-    ORANGE,
+    VERMILLION,
     WIDTH,
     Diagram,
     arrow,
@@ -94,7 +94,7 @@ def _draw_stacks(
         if group_index == 2 and types > 3:
             ax.text(x + 0.1, BASE + 0.6, "…", fontsize=14, ha="center", va="center")
             x += 0.4
-        colour = [BLUE, ORANGE, GREEN][group_index % 3]
+        colour = [BLUE, VERMILLION, GREEN][group_index % 3]
         _draw_stack(ax, x, group, colour, dim, (rows, cols), marked)
         if group_index == len(shown_groups) - 1:  # the capsule pulled out: of the last
             anchor = (

@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from capsbook.diagrams._draw import (
-    ORANGE,
+    VERMILLION,
     WIDTH,
     Diagram,
     canvas,
@@ -63,14 +63,14 @@ def reshaped_grouping(model: CapsNet, channels: int = 2) -> Diagram:
     )
     for left, place, title, shown in panels:
         _draw_panel(ax, left, place, title, shown, cell)
-    two = f" (capsule {marked}, orange: of two channels)" if straddling else ""
+    two = f", or of two (capsule {marked}, vermillion)" if straddling else ""
     ax.text(
         0.15,
         TOP - rows * cell - 0.2,
         "Each cell is one number of the convolution's output, labelled with the "
         "capsule it joins.\n"
         f"Reshaped, a capsule is {dim} neighbouring positions of one channel{two}.\n"
-        f"In capsnotes, it is one position of {dim} channels (capsule 0, orange: "
+        f"In capsnotes, it is one position of {dim} channels (capsule 0, vermillion: "
         f"channels 0–{dim - 1}).",
         fontsize=8.5,
         va="top",
@@ -107,7 +107,7 @@ def _draw_panel(
 ) -> None:
     """One grouping from x = ``left``: its maps side by side, one cell of side ``cell``
     a number labelled with the capsule ``place`` (``[channels, rows, cols, 2]``) puts
-    it in, the numbers of capsule ``shown`` in orange and the others grey."""
+    it in, the numbers of capsule ``shown`` in vermillion and the others grey."""
     channels, rows, cols = place.shape[:3]
     ax.text(left, TOP + 0.4, title, fontsize=9)
     for channel in range(channels):
@@ -123,7 +123,7 @@ def _draw_panel(
                     y,
                     cell,
                     cell,
-                    facecolor=ORANGE if capsule == shown else "#d9d9d9",
+                    facecolor=VERMILLION if capsule == shown else "#d9d9d9",
                     edgecolor="white",
                     lw=0.8,
                     alpha=0.55 if capsule == shown else 0.45,

@@ -16,7 +16,7 @@ from torch import Tensor
 from capsbook.diagrams._draw import (
     BLUE,
     GREY,
-    ORANGE,
+    VERMILLION,
     WIDTH,
     Diagram,
     check_model,
@@ -104,7 +104,7 @@ def routing_idea(model: CapsNet, image: Tensor, label: int, shown: int = 24) -> 
     plt.close(figure)
     _draw_part(axes[0], model, image, child)
     agreements = {j: agreement(votes[longest[j], j]) for j in (label, rival)}
-    for ax, j, colour in ((axes[1], label, ORANGE), (axes[2], rival, BLUE)):
+    for ax, j, colour in ((axes[1], label, VERMILLION), (axes[2], rival, BLUE)):
         _draw_votes(ax, drawn[j], colour)
         kind = "label" if j == label else "runner-up"
         ax.set_title(
@@ -182,19 +182,33 @@ def _draw_votes(ax: Any, xy: Tensor, colour: str) -> None:
 
 
 def _draw_couplings(ax: Any, mine: Tensor, label: int, rival: int) -> None:
-    """The child's coupling to each parent (``mine`` ``[t, O]``) over the iterations."""
+    """The child's coupling to each parent (``mine`` ``[t, O]``) over the iterations:
+    the label's and the rival's in colour, the others dashed grey on top (they may run
+    under the rival's)."""
     steps = np.arange(1, len(mine) + 1)
-    for j in range(mine.shape[1]):
-        if j in (label, rival):
-            continue
-        ax.plot(steps, mine[:, j].numpy(), color="#bbbbbb", lw=0.8)
     ax.plot(steps, mine[:, rival].numpy(), color=BLUE, lw=1.6, marker="o", markersize=3)
+    others = [j for j in range(mine.shape[1]) if j not in (label, rival)]
+    for j in others:
+        ax.plot(steps, mine[:, j].numpy(), color=GREY, lw=0.8, linestyle=(0, (2, 2)))
     ax.plot(
-        steps, mine[:, label].numpy(), color=ORANGE, lw=1.6, marker="o", markersize=3
+        steps,
+        mine[:, label].numpy(),
+        color=VERMILLION,
+        lw=1.6,
+        marker="o",
+        markersize=3,
     )
-    for j, colour in ((label, ORANGE), (rival, BLUE)):
+    for j, colour in ((label, VERMILLION), (rival, BLUE)):
         end = float(mine[-1, j])
         ax.text(steps[-1] + 0.1, end, str(j), color=colour, va="center", fontsize=8.5)
+    ax.text(
+        1.0,
+        0.8,
+        f"grey dashes: the other {len(others)},\nunder the {rival}'s line",
+        color=GREY,
+        va="center",
+        fontsize=7,
+    )
     ax.set_xticks(steps, [str(t) for t in steps], fontsize=7.5)
     ax.set_xlabel("iteration", fontsize=8, labelpad=1)
     ax.set_xlim(0.8, len(mine) + 0.4)

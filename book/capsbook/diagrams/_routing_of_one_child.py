@@ -13,7 +13,7 @@ from capsbook.diagrams._draw import (
     BLUE,
     GREEN,
     GREY,
-    ORANGE,
+    VERMILLION,
     Diagram,
     check_model,
     check_shape,
@@ -130,7 +130,7 @@ def _draw_votes(bars: Any, votes: Tensor, label: int | None) -> None:
     parents = len(votes)
     rows = _parent_rows(parents)
     names = [f"{j}{' (label)' if j == label else ''}" for j in range(parents)]
-    bars.barh(rows, votes.tolist(), color=ORANGE, alpha=0.7, height=0.6)
+    bars.barh(rows, votes.tolist(), color=VERMILLION, alpha=0.7, height=0.6)
     bars.set_yticks(rows, names, fontsize=8.5)
     bars.set_ylim(-0.8, parents - 0.2)
     bars.set_xlabel("vote length $\\|\\hat{u}_{j|i}\\|$", fontsize=8.5)
@@ -165,7 +165,7 @@ def _draw_iteration(
         ax.plot(
             [0, 0.8],
             [middle, rows[j]],
-            color=ORANGE,
+            color=VERMILLION,
             lw=0.3 + 7 * share / heaviest,
             alpha=0.85,
             solid_capstyle="round",

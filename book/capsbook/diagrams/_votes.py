@@ -13,7 +13,7 @@ from torch import Tensor
 
 from capsbook.diagrams._draw import (
     BLUE,
-    ORANGE,
+    VERMILLION,
     WIDTH,
     Diagram,
     check_model,
@@ -43,10 +43,11 @@ def walk_plane(walk: Tensor) -> Tensor:
 def votes_add_up(model: CapsNet, image: Tensor, label: int) -> Diagram:
     """The votes of ``image`` ``[1, C, H, W]`` (its class ``label``) for each parent.
     Left: each parent's votes laid head to tail in the order of the children's index,
-    drawn in the plane of their sum (so each walk ends on the axis, its end as far from
-    the start as their sum is long). Right: the agreement ``‖Σ_i û_j|i‖ / Σ_i ‖û_j|i‖``
-    of each parent's votes, and (a black tick) what votes of the same lengths in random
-    directions give, ``√(Σ_i ‖û_j|i‖²) / Σ_i ‖û_j|i‖``."""
+    drawn along their sum and across it, in the direction the walk strays farthest (so
+    each walk ends on the axis, its end as far from the start as their sum is long).
+    Right: the agreement ``‖Σ_i û_j|i‖ / Σ_i ‖û_j|i‖`` of each parent's votes, and (a
+    black tick) what votes of the same lengths in random directions give,
+    ``√(Σ_i ‖û_j|i‖²) / Σ_i ‖û_j|i‖``."""
     model = check_model(model)
     config = model.config
     expected = (1, config.in_channels, config.image_size, config.image_size)
@@ -76,7 +77,7 @@ def votes_add_up(model: CapsNet, image: Tensor, label: int) -> Diagram:
         mine = j == label
         walks.plot(
             *path.numpy().T,
-            color=ORANGE if mine else BLUE,
+            color=VERMILLION if mine else BLUE,
             lw=1.4 if mine else 0.7,
             alpha=1.0 if mine else 0.6,
             zorder=3 if mine else 2,
@@ -85,10 +86,11 @@ def votes_add_up(model: CapsNet, image: Tensor, label: int) -> Diagram:
     _draw_digit(walks, image)
     walks.set_aspect("equal")
     walks.set_xlabel("along each parent's sum of votes", fontsize=8.5)
+    walks.set_ylabel("across it, where the path strays most", fontsize=8)
     walks.set_title(f"the {children:,} votes for each parent, head to tail", fontsize=9)
     walks.tick_params(labelsize=7.5)
     _draw_agreement(bars, agreement, chance, label)
-    figure.subplots_adjust(left=0.06, right=0.98, bottom=0.2, top=0.9, wspace=0.25)
+    figure.subplots_adjust(left=0.08, right=0.98, bottom=0.2, top=0.9, wspace=0.25)
     shapes = {"primary capsules": tuple(u.shape), "votes": (1, *votes.shape)}
     numbers = {
         "sum_of_lengths": total,
@@ -105,13 +107,13 @@ def _label_ends(ax: Any, ends: list[tuple[int, Tensor]], label: int) -> None:
     its name; and a name for the others."""
     mine = next(end for j, end in ends if j == label)
     x = float(mine[0])
-    ax.plot([0, x], [0, 0], color=ORANGE, lw=0.8, linestyle="--", zorder=4)
-    ax.plot(x, 0, "o", color=ORANGE, markersize=4, zorder=4)
+    ax.plot([0, x], [0, 0], color=VERMILLION, lw=0.8, linestyle="--", zorder=4)
+    ax.plot(x, 0, "o", color=VERMILLION, markersize=4, zorder=4)
     ax.text(
         0.3 * x,
         -0.5,
         f"parent {label}: sum {x:.1f} long",
-        color=ORANGE,
+        color=VERMILLION,
         fontsize=8,
         va="top",
     )
@@ -138,7 +140,7 @@ def _draw_agreement(ax: Any, agreement: Tensor, chance: Tensor, label: int) -> N
     its chance level as a black tick."""
     parents = len(agreement)
     rows = np.arange(parents)[::-1]  # parent 0 at the top
-    colours = [ORANGE if j == label else BLUE for j in range(parents)]
+    colours = [VERMILLION if j == label else BLUE for j in range(parents)]
     ax.barh(rows, agreement.numpy(), color=colours, height=0.65)
     ax.scatter(chance.numpy(), rows, marker="|", s=90, color="black", lw=1.5, zorder=3)
     ax.text(
@@ -147,7 +149,7 @@ def _draw_agreement(ax: Any, agreement: Tensor, chance: Tensor, label: int) -> N
         f"{float(agreement[label]):.3f}",
         va="center",
         fontsize=7.5,
-        color=ORANGE,
+        color=VERMILLION,
     )
     ax.set_yticks(rows, [str(j) for j in range(parents)], fontsize=7.5)
     ax.set_ylabel("parent j", fontsize=8.5)
