@@ -27,6 +27,7 @@ from capsbook.equivariance import (
     held_out_misses,
     image_r2,
     measure,
+    miss_shares,
     miss_table,
     principal_directions,
     read_out,
@@ -297,6 +298,33 @@ def test_each_rule_is_fitted_without_the_vector_it_predicts():
     # for long vectors, the rules work in the others' main directions
     wide = torch.randn(30, 40, dtype=torch.float64, generator=generator)
     assert held_out_misses(wide, wide + 1.0, dims=5)["offset"].max() < 1e-10
+
+
+def test_miss_shares_average_each_images_miss_over_its_movement_across_the_rows():
+    misses = {
+        "none": torch.tensor([[2.0, 4.0, 0.0], [1.0, 2.0, 3.0], [5.0, 5.0, 5.0]]),
+        "offset": torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.5, 3.0], [0.0, 0.0, 0.0]]),
+        "map": torch.zeros(3, 3),
+    }
+    shares = miss_shares(misses, "offset", [0, 1])  # the third row left out
+    expected = torch.tensor([0.75, 0.25], dtype=torch.float64)
+    torch.testing.assert_close(shares[:2], expected)
+    assert math.isnan(shares[2])  # the third image did not move in row 0
+    torch.testing.assert_close(miss_shares(misses, "none", [1, 2]), torch.ones(3).double())
+    # on held_out_misses: a shared offset leaves no share, a fixed turn nearly all of it
+    before, generator = cloud()
+    centred = before - before.mean(0)
+    turn = torch.linalg.qr(torch.randn(4, 4, dtype=torch.float64, generator=generator)).Q
+    shifted = held_out_misses(before, (before + 1.0)[None])  # [1, 40] each
+    assert miss_shares(shifted, "offset", [0]).max() < 1e-8
+    turned = miss_shares(held_out_misses(centred, (centred @ turn)[None]), "offset", [0])
+    assert 0.8 < turned.median() < 1.2
+    with pytest.raises(ValueError, match="rule must be one of"):
+        miss_shares(misses, "shift", [0])
+    with pytest.raises(ValueError, match="rows must be one or more of 0 to 2"):
+        miss_shares(misses, "map", [3])
+    with pytest.raises(ValueError, match=r"\[T, N\] distances"):
+        miss_shares({**misses, "map": torch.zeros(3)}, "map", [0])
 
 
 STEPS = transformations(shifts=(-2, -1, 1, 2), angles=(-20, -10, 10, 20))

@@ -20,7 +20,7 @@ model, for the capsule of each digit's true class:
   spread; there :func:`held_out_misses` measures how far three ever richer rules miss
   each moved vector (no movement, one offset shared by all, a linear map), and
   :func:`read_out` whether the change of a vector tells, linearly, how its image was
-  moved.
+  moved; :func:`miss_shares` gives each image's miss as a share of its movement.
 * :func:`image_r2` splits a read-out's R² into one share per image, so that
   :func:`bootstrap_interval` gives it an interval over the digits and
   :func:`compare_images` states two read-outs' difference as the book states every
@@ -448,6 +448,31 @@ def held_out_misses(
         for name, predicted in predictions.items():
             misses[name][..., test] = (predicted - moved).norm(dim=-1)
     return misses
+
+
+def miss_shares(misses: Mapping[str, Tensor], rule: str, rows: Sequence[int]) -> Tensor:
+    """Each image's miss by ``rule`` (one of :data:`PREDICTORS`) as a share of how far
+    its vector moved (the miss of ``"none"``), averaged over the transformations
+    ``rows`` of :func:`held_out_misses`'s ``[T, N]`` distances: ``[N]`` (float64, on
+    the CPU), one value per image, so that two models can be compared image by image
+    (:func:`compare_images`). An image that did not move has no share: NaN."""
+    if rule not in PREDICTORS:
+        raise ValueError(f"rule must be one of {list(PREDICTORS)}, got {rule!r}")
+    moved, missed = misses["none"], misses[rule]
+    if moved.dim() != 2 or missed.shape != moved.shape:
+        raise ValueError(
+            f"misses must hold [T, N] distances for every rule, got "
+            f"{tuple(moved.shape)} and {tuple(missed.shape)}"
+        )
+    rows = list(rows)
+    if not rows or not all(
+        isinstance(r, int) and not isinstance(r, bool) and 0 <= r < len(moved)
+        for r in rows
+    ):
+        raise ValueError(f"rows must be one or more of 0 to {len(moved) - 1}: {rows}")
+    moved = moved[rows].double().cpu()
+    share = missed[rows].double().cpu() / torch.where(moved > 0, moved, math.nan)
+    return share.mean(dim=0)
 
 
 #: What :func:`read_out` recovers of a transformation, with its unit.
