@@ -107,3 +107,19 @@ def test_each_model_has_its_panel_its_colour_and_one_shared_axis():
 def test_the_curves_figure_refuses_colours_of_other_models():
     with pytest.raises(ValueError, match="colours must name"):
         curves_by_model(CURVES, {"CNN": COLORS[2]})
+
+
+def test_the_last_panel_joins_only_the_paired_models_by_seed():
+    """The CNN shares only the data, not the CapsNets' initial weights: with ``joined``
+    naming the two CapsNets, each seed's line runs from its r = 1 final to its r = 3
+    final, and no line reaches the CNN's column; by default every model is joined."""
+    last = curves_by_model(CURVES, COLOURS, joined=["r = 1", "r = 3"]).axes[len(CURVES)]
+    lines = [line for line in last.get_lines() if len(line.get_xdata()) > 1]
+    assert sorted(tuple(line.get_xdata()) for line in lines) == [(1, 2), (1, 2)]
+    got = sorted(tuple(line.get_ydata()) for line in lines)
+    assert got == sorted((a[-1], b[-1]) for a, b in zip(CURVES["r = 1"], CURVES["r = 3"]))
+    every = curves_by_model(CURVES, COLOURS).axes[len(CURVES)]
+    spans = [line.get_xdata() for line in every.get_lines() if len(line.get_xdata()) > 1]
+    assert sorted(tuple(x) for x in spans) == [(0, 1, 2), (0, 1, 2)]
+    with pytest.raises(ValueError, match="joined must name"):
+        curves_by_model(CURVES, COLOURS, joined=["r = 2"])

@@ -654,6 +654,7 @@ def curves_by_model(
     colours: Mapping[str, str],
     ylabel: str = "test pairs misread (%)",
     final_label: str = "after the last epoch (%)",
+    joined: Sequence[str] | None = None,
 ) -> Figure:
     """Runs of several models over seeds (chapter 11's controls): a panel per model of
     ``curves`` (name -> per seed -> value after each epoch), its seeds in the model's
@@ -661,11 +662,15 @@ def curves_by_model(
     on one y-axis from 0 to the next multiple of 10 above the largest value, behind them
     the other models' means over the seeds in light grey; and a last panel with each
     seed's final values, the models side by side (a name's ", " broken into two lines),
-    joined by seed in grey."""
+    those of ``joined`` (default: every model) joined by seed in grey: models that share
+    a seed's initial weights are paired, a model that shares only its data is not."""
     if set(colours) != set(curves):
         raise ValueError(
             f"colours must name the models {list(curves)}, got {list(colours)}"
         )
+    joined = list(curves) if joined is None else list(joined)
+    if not set(joined) <= set(curves):
+        raise ValueError(f"joined must name models of {list(curves)}, got {joined}")
     count = len(curves)
     fig, axes = new_figure(
         count + 1,
@@ -717,7 +722,16 @@ def curves_by_model(
     for seed in range(seeds):
         marker, _ = _seed_style(seed)
         finals = [curves[name][seed][-1] for name in names]
-        last.plot(range(count), finals, "-", color="#777777", linewidth=1, zorder=1)
+        paired = [x for x, name in enumerate(names) if name in joined]
+        if len(paired) > 1:
+            last.plot(
+                paired,
+                [finals[x] for x in paired],
+                "-",
+                color="#777777",
+                linewidth=1,
+                zorder=1,
+            )
         for x, name in enumerate(names):
             last.plot(x, finals[x], marker, color=colours[name], markersize=5, zorder=2)
     last.set_xticks(range(count), [n.replace(", ", ",\n") for n in names], fontsize=8)
