@@ -119,19 +119,23 @@ class Product:
 
 
 def products_of(step: Any, batch: tuple[torch.Tensor, ...]) -> Counter:
-    """The products one call of ``step(batch)`` runs, counted."""
+    """The products one call of ``step(batch)`` runs, counted.
+
+    Read from the profiler's recorded operator events (``kineto_results``), which carry
+    each input's shape, dtype and scalar arguments on every torch the package supports;
+    the higher-level ``FunctionEvent`` gained ``input_dtypes`` only after torch 2.11."""
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as recorded:
         step(batch)
     found: Counter = Counter()
-    for event in recorded.events():
-        if event.name not in PRODUCTS:
+    for event in recorded.profiler.kineto_results.events():
+        if event.name() not in PRODUCTS:
             continue
-        shapes = tuple(tuple(shape) for shape in event.input_shapes)
-        dtypes = [d for d in event.input_dtypes if d in DTYPE_NAMES]
+        shapes = tuple(tuple(shape) for shape in event.shapes())
+        dtypes = [d for d in event.dtypes() if d in DTYPE_NAMES]
         arguments = tuple(
-            tuple(c) if isinstance(c, list) else c for c in (event.concrete_inputs or [])
+            tuple(c) if isinstance(c, list) else c for c in (event.concrete_inputs() or [])
         )
-        found[Product(event.name, shapes, dtypes[0], arguments)] += 1
+        found[Product(event.name(), shapes, dtypes[0], arguments)] += 1
     return found
 
 
