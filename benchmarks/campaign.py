@@ -745,7 +745,7 @@ CPU = Budget(
         "protocol (benchmarks/results/cpu-amd-zen5-2core-widths.json). MultiMNIST's "
         "controls ran on a 2-core AMD EPYC Zen 3 (family 25, model 1: AVX2, no bf16 "
         "units, so float32), one thread per run, where the 64/8 CapsNet trains at 103 "
-        "pairs/s with r = 3 and 128 with r = 1 (0.25 GFLOP per pair) and the CNN of the "
+        "pairs/s with r = 3 and 128 with r = 1 (0.23 GFLOP per pair, torch's FLOP counter) and the CNN of the "
         "cnn profile on the 36x36 canvas at 310 (0.16 GFLOP, 1.9M parameters against the "
         "CapsNet's 3.3M): 8 epochs of 30,000 fresh pairs, three seeds of each row, take "
         "about 4.1 hours of one core, plus the tests"
