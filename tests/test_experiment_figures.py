@@ -1,4 +1,4 @@
-"""The experiment chapters' figures (book/capsbook/plots.py): chapter 10's variants by
+"""The experiment chapters' figures (book/capsbook/training_plots.py): chapter 10's variants by
 seed beside the paper, chapter 11's curves split by model. Each draws what it is given
 where it belongs: every seed's marker at its own value in its own variant's row, every
 curve in its model's panel and colour, on limits that follow from the data's rounded
@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from matplotlib.colors import to_hex
 
-from capsbook.plots import COLORS, SEED_STYLES, curves_by_model, variants_by_seed
+from capsbook.plots import COLORS
+from capsbook.training_plots import SEED_STYLES, curves_by_model, variants_by_seed
 
 ERRORS = {
     "r=1, none": [0.69, 0.61, 0.61],

@@ -51,7 +51,7 @@ for epoch in range(2):
 """
 SHOW = "print(f\"test margin loss after two epochs: {epochs[-1]['test_margin_loss']:.1f}\")"
 DRAW = """\
-from capsbook.plots import loss_curves
+from capsbook.training_plots import loss_curves
 
 loss_curves({"a small CapsNet": {"epochs": epochs}})
 """
