@@ -16,12 +16,12 @@ import torch
 
 from capsbook.explorer import (
     FORMAT,
-    CapsuleExplorer,
     digits_html,
     model_arrays,
     weights_payload,
     weights_script,
 )
+from capsbook.explorer_widget import CapsuleExplorer
 from capsnotes import CapsNet, CapsNetConfig
 from capsnotes.data import ImageSet
 from capsnotes.training.pretrained import load_pretrained
