@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from book import nbval_figures
+from book import figure_compare
 from capsbook import animation as animation_module
 from capsbook.animation import (
     player_html,
@@ -95,8 +95,8 @@ def test_the_vote_panels_share_one_scale(model, image, monkeypatch):
 
 
 def frames_of(page: str) -> list[np.ndarray]:
-    _, images = nbval_figures.html_images(page)
-    return [nbval_figures.decode_png(png) for png in images]
+    _, images = figure_compare.html_images(page)
+    return [figure_compare.decode_png(png) for png in images]
 
 
 def test_the_player_is_the_same_on_every_run_and_fetches_nothing(model, image):
@@ -110,7 +110,7 @@ def test_the_player_is_the_same_on_every_run_and_fetches_nothing(model, image):
     assert len(frames) == 3
     # the page shows the first frame before its script runs (its <img>'s own source)
     shown = re.search(r'<img id="_anim_imgrouting" src="data:image/png;base64,([^"]+)"', first)
-    np.testing.assert_array_equal(nbval_figures.decode_png(shown[1]), frames[0])
+    np.testing.assert_array_equal(figure_compare.decode_png(shown[1]), frames[0])
     # every iteration changes the picture
     for before, after in zip(frames, frames[1:]):
         assert before.shape == after.shape

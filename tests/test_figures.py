@@ -1,7 +1,8 @@
-"""`pytest --nbval` compares the chapters' figures (book/nbval_figures.py): a committed
-figure blanked, re-scaled, re-coloured, its rows swapped or its geometry moved fails, and
-float noise passes; a notebook whose figure differs from what its code draws fails under
-`pytest --nbval`, naming the notebook, the cell and the difference."""
+"""`pytest --nbval` compares the chapters' figures (book/nbval_figures.py, which hands
+them to book/figure_compare.py): a committed figure blanked, re-scaled, re-coloured, its
+rows swapped or its geometry moved fails, and float noise passes; a notebook whose figure
+differs from what its code draws fails under `pytest --nbval`, naming the notebook, the
+cell and the difference."""
 
 from __future__ import annotations
 
@@ -18,13 +19,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from book import nbval_figures
-from book.nbval_figures import (
-    figure_differences,
-    html_difference,
-    png_difference,
-    svg_difference,
-)
+from book import figure_compare, nbval_figures
+from book.figure_compare import html_difference, png_difference, svg_difference
+from book.nbval_figures import figure_differences
 from tests.conftest import REPO
 
 
@@ -36,7 +33,7 @@ def committed(chapter: str, mime: str) -> list[str]:
 
 
 def pixels(png: str) -> np.ndarray:
-    return nbval_figures.decode_png(png).copy()
+    return figure_compare.decode_png(png).copy()
 
 
 def png(array: np.ndarray) -> str:
@@ -117,7 +114,7 @@ def test_a_changed_png_fails(figure, change):
     problem = png_difference(figure, png(changed))
     assert problem and problem.startswith("RMS "), change.__name__
     rms = float(problem.split()[1])
-    assert rms > nbval_figures.PNG_RMS or "but" in problem
+    assert rms > figure_compare.PNG_RMS or "but" in problem
 
 
 def test_a_png_of_another_size_fails_saying_both_sizes():
@@ -134,7 +131,7 @@ def test_a_small_change_fails_by_its_tile_and_says_where():
         r"RMS ([\d.]+) over the figure, but [\d.]+ > 8\.0 in the 32×32 pixels at x 96, y 96",
         problem,
     )
-    assert found and float(found[1]) <= nbval_figures.PNG_RMS, problem
+    assert found and float(found[1]) <= figure_compare.PNG_RMS, problem
 
 
 @pytest.mark.parametrize("figure", [CURVES, DIGITS], ids=["curves", "digits"])
@@ -161,7 +158,7 @@ ROUTING = committed("05_routing", "image/svg+xml")[0]
 DECODER = committed("07_decoder", "image/svg+xml")[0]
 DIAGRAMS = [GROUPING, ROUTING, DECODER]
 NAMES = ["grouping", "routing", "decoder"]
-NUMBER = nbval_figures.NUMBER
+NUMBER = figure_compare.NUMBER
 
 
 #: Attributes whose numbers are no geometry: XML's and SVG's versions, namespaces.
@@ -182,7 +179,7 @@ def numbers_changed(svg: str, change, only: str = r"[\w:-]+") -> str:
 
 def hashes_changed(svg: str) -> str:
     """matplotlib's hashed ids as another salt or other coordinates give them."""
-    return nbval_figures.HASHED_ID.sub(lambda m: m[1] + m[0][-10:][::-1], svg)
+    return figure_compare.HASHED_ID.sub(lambda m: m[1] + m[0][-10:][::-1], svg)
 
 
 @pytest.mark.parametrize("svg", DIAGRAMS, ids=NAMES)
@@ -268,12 +265,12 @@ def test_a_cell_with_a_figure_more_or_less_fails():
 
 # chapter 5's player of routing's iterations: an HTML page whose frames are embedded PNGs
 PLAYER = committed("05_routing", "text/html")[0]
-PLAYER_TEXT, FRAMES = nbval_figures.html_images(PLAYER)
+PLAYER_TEXT, FRAMES = figure_compare.html_images(PLAYER)
 
 
 def frame_changed(page: str, number: int, change) -> str:
     """The page with frame ``number`` (from 1) replaced by ``change`` of its pixels."""
-    match = list(nbval_figures.HTML_PNG.finditer(page))[number - 1]
+    match = list(figure_compare.HTML_PNG.finditer(page))[number - 1]
     changed = png(change(pixels(FRAMES[number - 1])))
     return page[: match.start(1)] + changed + page[match.end(1) :]
 
@@ -289,7 +286,7 @@ def test_the_player_s_frames_are_its_embedded_pngs():
 @pytest.mark.parametrize("number", [1, 3])
 def test_a_planted_change_to_one_frame_fails_naming_it(number):
     changed = frame_changed(PLAYER, number, one_glyph_changed)
-    assert nbval_figures.html_images(changed)[0] == PLAYER_TEXT  # only the frame moved
+    assert figure_compare.html_images(changed)[0] == PLAYER_TEXT  # only the frame moved
     problem = html_difference(PLAYER, changed)
     assert problem.startswith(f"image {number} of {len(FRAMES)} (image/png): RMS "), problem
     assert figure_differences(
@@ -311,8 +308,8 @@ def test_float_noise_in_a_frame_passes():
     assert (
         figure_differences([{"data": {"text/html": PLAYER}}], [{"data": {"text/html": page}}]) == []
     )
-    measured = nbval_figures.figure_measure("text/html", PLAYER, page)
-    assert measured["problem"] is None and 0 < measured["rms"] <= nbval_figures.PNG_RMS
+    measured = figure_compare.figure_measure("text/html", PLAYER, page)
+    assert measured["problem"] is None and 0 < measured["rms"] <= figure_compare.PNG_RMS
     assert measured["number"] == 0  # no geometry: what the noise record reads of an SVG
 
 
@@ -328,7 +325,7 @@ def test_a_changed_player_text_fails():
     # nbval compares the same text: the images out, the rest as it is
     ours = nbval_figures.images_as_placeholders([{"data": {"text/html": slower}}])
     assert ours[0]["data"]["text/html"] != PLAYER_TEXT
-    last = list(nbval_figures.HTML_PNG.finditer(PLAYER))[-1]
+    last = list(figure_compare.HTML_PNG.finditer(PLAYER))[-1]
     fewer = PLAYER[: last.start()] + PLAYER[last.end() :]
     assert html_difference(PLAYER, fewer) == (
         f"embeds {len(FRAMES) - 1} image/png, the committed output {len(FRAMES)}"

@@ -172,12 +172,12 @@ def measure(notebook: Path, setting: str, cwd: Path = REPO) -> dict[str, Any]:
 #: Which distances each kind of figure has, and the tolerance each is held to.
 def tolerances() -> dict[str, float]:
     sys.path.insert(0, str(REPO))
-    from book import nbval_figures
+    from book import figure_compare
 
     return {
-        "png_rms": nbval_figures.PNG_RMS,
-        "png_tile": nbval_figures.TILE_RMS,
-        "svg_number": nbval_figures.SVG_ATOL,
+        "png_rms": figure_compare.PNG_RMS,
+        "png_tile": figure_compare.TILE_RMS,
+        "svg_number": figure_compare.SVG_ATOL,
     }
 
 
