@@ -229,7 +229,9 @@ def test_bad_values_get_the_configuration_s_errors(tmp_path, capsys):
         ("--batch-size", "-4", "batch_size must be a positive int, got -4"),
         ("--routing-iterations", "0", "routing_iterations must be a positive int, got 0"),
         ("--max-shift", "-1", "max_shift must be >= 0"),
-        ("--architecture", "cnn", "a cnn run needs model=ConvNetConfig(...), got CapsNetConfig"),
+        # the quick profile's model is a CapsNet: the parser offers the CapsNets only
+        ("--architecture", "cnn", "Expected one of ('capsnet', 'capsnet-pairs')"),
+        ("--dataset", "cifar", "Expected one of ('mnist', 'fashion-mnist')"),
         ("--epochs", "two", "--epochs"),
     ):
         assert exit_code(["train", "--profile", "quick", "--out", str(out), option, value]) == 2
@@ -241,6 +243,14 @@ def test_bad_values_get_the_configuration_s_errors(tmp_path, capsys):
     with pytest.raises(SystemExit) as done:
         main(["train", "--profile", "fastest", "--out", str(out)])
     assert done.value.code == 2 and "fastest" in capsys.readouterr().err
+    for argv, message in (  # a choice of the other kind of model is refused by name
+        (["train", "paper", "--architecture", "cnn"], "Expected one of ('capsnet', "),
+        (["train", "cnn", "--architecture", "capsnet"], "Expected one of ('cnn', 'cnn-pairs')"),
+        (["affine", "--cnn", "mnist"], "Expected one of ('cnn-mnist',)"),
+        (["affine", "--capsnet", "cnn-mnist"], "Expected one of ('mnist', 'fashion-mnist')"),
+    ):
+        assert exit_code([*argv, "--out", str(out)]) == 2
+        assert message in unboxed(capsys.readouterr().err), argv
     assert main(["evaluate", "--checkpoint", str(tmp_path / "none.safetensors")]) == 2
     assert "no checkpoint" in capsys.readouterr().err
     (tmp_path / "bad.safetensors").write_bytes(b"not a checkpoint")
