@@ -195,7 +195,6 @@ class Options:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
     args = tyro.cli(Options, args=argv, prog="python -m benchmarks.breakdown")
     device = resolve_device(args.device)
     batch_size = args.batch_size or (128 if device.type == "cuda" else 64)

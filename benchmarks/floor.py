@@ -228,7 +228,6 @@ class Options:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
     args = tyro.cli(Options, args=argv, prog="python -m benchmarks.floor")
     threads = torch.get_num_threads()
     rates = cpu_matmul_rates(sizes=(2048, 4096), repeats=5)

@@ -83,7 +83,6 @@ class Options:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
     args = tyro.cli(Options, args=argv, prog="python -m benchmarks.precision")
     command = command_line("benchmarks.precision", argv)
     results: dict[str, Any] = {}

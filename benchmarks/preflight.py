@@ -121,7 +121,7 @@ def preflight(
     return record
 
 
-def parse(argv: Sequence[str]) -> Any:
+def parse(argv: Sequence[str] | None = None) -> Any:
     """The options ``argv`` asks for (``--out``, ``--device``, ``--steps``,
     ``--data-root``). Made here rather than at import: this module imports nothing outside
     the standard library, so that :func:`check_imports` can name a missing tyro."""
@@ -141,11 +141,10 @@ def parse(argv: Sequence[str]) -> Any:
         frozen=True,
     )
     options.__doc__ = "The first minute on a GPU machine: does the trainer run here?"
-    return tyro.cli(options, args=list(argv), prog="python -m benchmarks.preflight")
+    return tyro.cli(options, args=argv, prog="python -m benchmarks.preflight")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
     try:
         check_imports()
         args = parse(argv)

@@ -99,7 +99,6 @@ class Options:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
     args = tyro.cli(Options, args=argv, prog="python -m benchmarks.variants")
     train_set = load_dataset("mnist", True, args.data_root)
     test_set = load_dataset("mnist", False, args.data_root)
