@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import typing
 
 import pytest
 import torch
@@ -16,10 +17,10 @@ import torch
 import capsnotes
 from capsnotes.data import load_dataset
 from capsnotes.training.checkpoint import load_checkpoint
-from capsnotes.training.cli import main, train_config
+from capsnotes.training.cli import ShippedCapsNet, ShippedCNN, main, train_config
 from capsnotes.training.config import PROFILES, TrainConfig, build_model
 from capsnotes.training.evaluation import evaluate
-from capsnotes.training.pretrained import PRETRAINED, load_pretrained
+from capsnotes.training.pretrained import PRETRAINED, load_pretrained, pretrained_files
 from tests.conftest import REPO, TINY
 
 #: a tiny CapsNet through the command line's model options
@@ -99,6 +100,16 @@ def test_the_shipped_models_commands_still_make_their_configuration(name):
     assert config == TrainConfig.from_dict(record["train_config"])
     assert overrides == record["provenance"]["overrides"]
     assert str(run_options.out).startswith(("runs/", "/"))
+
+
+def test_affine_offers_each_kind_of_model_the_shipped_models_of_that_kind():
+    """``affine --capsnet``'s choices are the shipped single-digit CapsNets and ``--cnn``'s
+    the shipped CNNs, as their records say (a newly shipped model must be added)."""
+    records = {n: json.loads(pretrained_files(n)[1].read_text()) for n in PRETRAINED}
+    kinds = {n: TrainConfig.from_dict(r["train_config"]).architecture for n, r in records.items()}
+    for choices, kind in ((ShippedCapsNet, "capsnet"), (ShippedCNN, "cnn")):
+        shipped = [name for name in PRETRAINED if kinds[name] == kind]
+        assert sorted(typing.get_args(choices)) == sorted(shipped), kind
 
 
 def another_value(name: str, value):
