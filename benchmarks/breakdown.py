@@ -15,22 +15,27 @@ stamp costs, a measure of how much the uninstrumented step overlaps launches and
 
 from __future__ import annotations
 
-import argparse
 import functools
-import json
-import os
 import statistics
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
 
 import torch
+import tyro
 
+from benchmarks.record import allocator_setting, command_line, header
 from capsbook.analysis import training_flops
 from capsnotes import CapsNet
 from capsnotes.data import data_root, load_dataset
+from capsnotes.data.files import write_json
 from capsnotes.fast.precision import device_name, resolve_device
 from capsnotes.training.config import TrainConfig, build_model
+from capsnotes.training.options import DataRoot, Device
 from capsnotes.training.step import TrainingStep
 from capsnotes.training.train import build_run, plan_for
 
@@ -48,12 +53,6 @@ PARTS = {
     "decoder backward": "decoder + losses",
     "optimizer": "optimizer",
 }
-
-
-def allocator_setting() -> str:
-    """The glibc malloc tunables this process was started with (``GLIBC_TUNABLES``), for
-    the records: on some CPUs they change how fast a CPU step runs (the README)."""
-    return os.environ.get("GLIBC_TUNABLES") or "glibc defaults"
 
 
 @functools.cache
@@ -181,24 +180,30 @@ def print_breakdown(result: dict) -> None:
     print(f"  arithmetic rate: {flops / step / 1e12:.3f} TFLOP/s")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.breakdown", description=__doc__.split("\n\n")[0]
-    )
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--batch-size", type=int, default=None)
-    parser.add_argument("--repeats", type=int, default=None)
-    parser.add_argument("--data-root", default=None)
-    parser.add_argument("--json", metavar="PATH", help="also write the result as JSON")
-    args = parser.parse_args(argv)
+@dataclass(frozen=True)
+class Options:
+    """Where a training step's time goes, part by part, on the step's real timeline."""
+
+    device: Device = "auto"
+    batch_size: int | None = None
+    """images per step (None: 128 on a GPU, 64 on a CPU)"""
+    repeats: int | None = None
+    """timed steps (None: 50 on a GPU, 5 on a CPU)"""
+    data_root: DataRoot = None
+    json: Annotated[Path | None, tyro.conf.arg(metavar="PATH")] = None
+    """also write the result as JSON"""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = tyro.cli(Options, args=argv, prog="python -m benchmarks.breakdown")
     device = resolve_device(args.device)
     batch_size = args.batch_size or (128 if device.type == "cuda" else 64)
     repeats = args.repeats or (50 if device.type == "cuda" else 5)
     result = breakdown(device, batch_size, repeats, data_root(args.data_root))
     print_breakdown(result)
     if args.json:
-        with open(args.json, "w") as out:
-            json.dump(result, out, indent=1)
+        command = command_line("benchmarks.breakdown", argv)
+        write_json(args.json, header(command, device) | result)
     return 0
 
 

@@ -21,27 +21,26 @@ the floor.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import json
 import statistics
 import sys
 import time
 from collections import Counter
-from pathlib import Path
-from typing import Any
+from collections.abc import Sequence
+from typing import Annotated, Any
 
 import torch
+import tyro
 from torch.profiler import ProfilerActivity, profile
 from torch.utils import benchmark
 
-from benchmarks.compare import cpu_details
+from benchmarks.record import RESULTS, command_line, header
 from capsnotes.data import load_dataset
+from capsnotes.data.files import write_json
 from capsnotes.fast.cpu import cpu_matmul_rates
 from capsnotes.training.config import profile as training_profile
 from capsnotes.training.train import build_run, plan_for
 
-RESULTS = Path(__file__).resolve().parent / "results"
 #: The product kernels a CPU step runs (the wrappers above them, matmul, linear,
 #: einsum, conv2d, call these).
 PRODUCTS = (
@@ -215,21 +214,25 @@ def measure(batch_size: int, repeats: int, threads: int) -> dict[str, Any]:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.floor", description=__doc__.split("\n\n")[0]
-    )
-    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[64, 128])
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--record", help="write benchmarks/results/RECORD-floor.json")
-    args = parser.parse_args(argv)
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """The floor under a training step: the matrix products and convolutions it runs,
+    each timed alone."""
+
+    batch_sizes: tuple[int, ...] = (64, 128)
+    """the batch sizes whose steps are measured"""
+    repeats: int = 7
+    """timed steps per batch size (the median counts)"""
+    record: Annotated[str | None, tyro.conf.arg(metavar="NAME")] = None
+    """write benchmarks/results/NAME-floor.json (None: print only)"""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = tyro.cli(Options, args=argv, prog="python -m benchmarks.floor")
     threads = torch.get_num_threads()
     rates = cpu_matmul_rates(sizes=(2048, 4096), repeats=5)
-    record: dict[str, Any] = {
-        "command": " ".join(["python -m benchmarks.floor", *(argv or sys.argv[1:])]),
-        "cpu": cpu_details(),
+    record: dict[str, Any] = header(command_line("benchmarks.floor", argv), "cpu") | {
         "threads": threads,
-        "torch": torch.__version__,
         "matmul_gflop_per_s": {
             "float32": rates.float32,
             "bfloat16": rates.bfloat16,
@@ -250,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     if args.record:
         path = RESULTS / f"{args.record}-floor.json"
-        path.write_text(json.dumps(record, indent=1) + "\n")
+        write_json(path, record)
         print(f"wrote {path}")
     return 0
 

@@ -16,21 +16,19 @@ between seeds. Runs live in ``--runs`` and resume there.
 
 from __future__ import annotations
 
-import argparse
-import shlex
 import statistics
 import sys
-from datetime import datetime, timezone
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
-import torch
+import tyro
 
-from benchmarks.breakdown import allocator_setting
-from benchmarks.compare import RESULTS, cpu_details
+from benchmarks.record import RESULTS, command_line, header
 from capsnotes.data.files import write_json
-from capsnotes.fast.precision import device_name
 from capsnotes.training.config import profile
+from capsnotes.training.options import DataRoot
 from capsnotes.training.train import train
 
 #: name → (profile, overrides) of the runs compared
@@ -69,18 +67,24 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, float]:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.precision", description=__doc__.split("\n\n")[0]
-    )
-    parser.add_argument("--runs", required=True, type=Path, help="folder of the training runs")
-    parser.add_argument("--record", required=True, metavar="NAME")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--protocols", nargs="+", default=list(PROTOCOLS), choices=PROTOCOLS)
-    parser.add_argument("--data-root", default=None)
-    args = parser.parse_args(argv)
-    command = "python -m benchmarks.precision " + shlex.join(argv)
+@dataclass(frozen=True)
+class Options:
+    """Does bf16 autocast cost accuracy on a CPU? The same runs in float32 and in bf16."""
+
+    runs: Path
+    """folder of the training runs (they resume there)"""
+    record: Annotated[str, tyro.conf.arg(metavar="NAME")]
+    """write benchmarks/results/NAME.json"""
+    seeds: tuple[int, ...] = (0, 1, 2)
+    """the seeds each protocol trains with"""
+    protocols: tuple[Literal[tuple(PROTOCOLS)], ...] = tuple(PROTOCOLS)  # type: ignore[valid-type]
+    """the runs compared"""
+    data_root: DataRoot = None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = tyro.cli(Options, args=argv, prog="python -m benchmarks.precision")
+    command = command_line("benchmarks.precision", argv)
     results: dict[str, Any] = {}
     for protocol in args.protocols:
         name, overrides = PROTOCOLS[protocol]
@@ -117,16 +121,7 @@ def main(argv: list[str] | None = None) -> int:
                 "std": statistics.stdev(differences) if len(differences) > 1 else 0.0,
             },
         }
-    record = {
-        "device": device_name("cpu"),
-        "cpu": cpu_details(),
-        "torch": torch.__version__,
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": command,
-        "allocator": allocator_setting(),
-        "seeds": args.seeds,
-        "protocols": results,
-    }
+    record = header(command, "cpu") | {"seeds": list(args.seeds), "protocols": results}
     path = RESULTS / f"{args.record}.json"
     write_json(path, record)
     print(f"wrote {path}")

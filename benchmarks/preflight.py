@@ -20,15 +20,17 @@ small model.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import importlib
 import json
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+#: training steps of the paper's model (``--steps``)
+STEPS = 20
 MODULES = (
     "torch",
     "torchvision",
@@ -65,17 +67,20 @@ def check_imports(modules: tuple[str, ...] = MODULES) -> dict[str, str]:
 def preflight(
     out: Path,
     device: str = "auto",
-    steps: int = 20,
+    steps: int = STEPS,
     data_root: str | Path | None = None,
     config: Any = None,
+    command: str = "python -m benchmarks.preflight",
 ) -> dict[str, Any]:
     """Run the checks (see the module's docstring) and return the record written to
     ``out/preflight.json``. ``config``: the model to train (default: the ``paper``
-    profile)."""
+    profile); ``command``: the command the record names."""
     started = time.perf_counter()
     versions = check_imports()
     import torch
 
+    from benchmarks.record import header
+    from capsnotes.data.files import write_json
     from capsnotes.fast.precision import device_name, resolve_device
     from capsnotes.training.checkpoint import load_checkpoint
     from capsnotes.training.config import profile
@@ -93,9 +98,7 @@ def preflight(
         config, out / "run", device=resolved, data_root=data_root, resume=False, progress=False
     )
     history = result.history
-    record = {
-        "device": history["device"],
-        "torch": torch.__version__,
+    record = header(command, resolved) | {
         "versions": versions,
         "plan": history["session_details"][-1],
         "steps": steps,
@@ -105,7 +108,7 @@ def preflight(
         "images_per_second": history["epochs"][0]["images_per_second"],
     }
     path = out / "preflight.json"
-    path.write_text(json.dumps(record, indent=1) + "\n")
+    write_json(path, record)
     if json.loads(path.read_text()) != json.loads(json.dumps(record)):  # tuples as lists
         raise RuntimeError(f"{path} does not read back as written")
     saved = load_checkpoint(out / "run")
@@ -118,17 +121,37 @@ def preflight(
     return record
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.preflight", description=__doc__.split("\n\n")[0]
+def parse(argv: Sequence[str] | None = None) -> Any:
+    """The options ``argv`` asks for (``--out``, ``--device``, ``--steps``,
+    ``--data-root``). Made here rather than at import: this module imports nothing outside
+    the standard library, so that :func:`check_imports` can name a missing tyro."""
+    import tyro
+
+    from capsnotes.training.options import DataRoot, Device, Out
+
+    steps = Annotated[int, tyro.conf.arg(help="training steps of the paper's model")]
+    options = dataclasses.make_dataclass(
+        "Preflight",
+        [
+            ("out", Out, Path("runs/preflight")),
+            ("device", Device, "auto"),
+            ("steps", steps, STEPS),
+            ("data_root", DataRoot, None),
+        ],
+        frozen=True,
     )
-    parser.add_argument("--out", type=Path, default=Path("runs/preflight"))
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--data-root", default=None)
-    args = parser.parse_args(argv)
+    options.__doc__ = "The first minute on a GPU machine: does the trainer run here?"
+    return tyro.cli(options, args=argv, prog="python -m benchmarks.preflight")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
     try:
-        record = preflight(args.out, args.device, args.steps, args.data_root)
+        check_imports()
+        args = parse(argv)
+        from benchmarks.record import command_line
+
+        command = command_line("benchmarks.preflight", argv)
+        record = preflight(args.out, args.device, args.steps, args.data_root, command=command)
     except Exception as error:  # every failure ends the session's first minute clearly
         print(f"preflight failed: {type(error).__name__}: {error}", file=sys.stderr)
         return 1

@@ -11,13 +11,17 @@ runs), ``test_accuracy_min``/``_max``/``_std`` and ``wall_seconds`` (the slowest
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
-RESULTS = Path(__file__).resolve().parent / "results"
+import tyro
+
+from benchmarks.record import RESULTS
 
 
 def run_summary(folder: Path) -> dict:
@@ -51,6 +55,8 @@ def run_summary(folder: Path) -> dict:
 
 def attach_runs(record_path: Path, folders: list[Path]) -> dict:
     """Write the runs into the record at ``record_path`` and return the record."""
+    if not folders:
+        raise ValueError("no training runs given: name at least one run's folder")
     record = json.loads(record_path.read_text())
     runs = [run_summary(folder) for folder in folders]
     for run in runs:
@@ -72,11 +78,18 @@ def attach_runs(record_path: Path, folders: list[Path]) -> dict:
     return record
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--record", required=True, help="benchmarks/results/NAME.json's NAME")
-    parser.add_argument("runs", nargs="+", type=Path, help="training-run folders")
-    args = parser.parse_args(argv)
+@dataclass(frozen=True)
+class Options:
+    """Add finished training runs to a benchmark record."""
+
+    record: Annotated[str, tyro.conf.arg(metavar="NAME")]
+    """benchmarks/results/NAME.json's NAME"""
+    runs: Annotated[tuple[Path, ...], tyro.conf.Positional, tyro.conf.arg(metavar="RUN_DIR")]
+    """training-run folders"""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = tyro.cli(Options, args=argv, prog="python -m benchmarks.runs")
     try:
         record = attach_runs(RESULTS / f"{args.record}.json", args.runs)
     except (ValueError, FileNotFoundError) as error:

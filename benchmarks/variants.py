@@ -15,25 +15,24 @@ training chapter: batches, :func:`capsnotes.training.step.training_step`, a test
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import functools
-import shlex
 import statistics
 import sys
 import time
-from datetime import datetime, timezone
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import torch
+import tyro
 
-from benchmarks.compare import cpu_details
+from benchmarks.record import command_line, header
 from capsnotes import CapsNet, CapsNetConfig, capsnet_loss
 from capsnotes.data import load_dataset
 from capsnotes.data.files import write_json
 from capsnotes.experiments.mistakes import mean_reconstruction_loss, unsquared_margin_loss
-from capsnotes.fast.precision import device_name
+from capsnotes.training.options import DataRoot
 from capsnotes.training.step import training_step
 
 #: name → the objective's replaced term (none: the paper's)
@@ -82,16 +81,25 @@ def train_variant(
     return model
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.variants")
-    parser.add_argument("--record", required=True, type=Path, help="the JSON record to write")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
-    parser.add_argument("--train-size", type=int, default=20_000)
-    parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--batch-size", type=int, default=128)
-    parser.add_argument("--data-root", default=None)
-    args = parser.parse_args(argv)
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """What the popular loss mistakes change in a trained network."""
+
+    record: Annotated[Path, tyro.conf.arg(metavar="FILE")]
+    """the JSON record to write"""
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    """the seeds each objective trains with"""
+    train_size: int = 20_000
+    """training digits (a random subset per seed)"""
+    epochs: int = 3
+    """passes over the training digits"""
+    batch_size: int = 128
+    """training images per step"""
+    data_root: DataRoot = None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = tyro.cli(Options, args=argv, prog="python -m benchmarks.variants")
     train_set = load_dataset("mnist", True, args.data_root)
     test_set = load_dataset("mnist", False, args.data_root)
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in VARIANTS}
@@ -120,12 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         for name, values in runs.items()
     }
-    record = {
-        "device": device_name("cpu"),
-        "cpu": cpu_details(),
-        "torch": torch.__version__,
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": "python -m benchmarks.variants " + shlex.join(argv),
+    record = header(command_line("benchmarks.variants", argv), "cpu") | {
         "model": dataclasses.asdict(MODEL),
         "protocol": {
             "train_size": args.train_size,

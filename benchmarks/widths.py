@@ -14,21 +14,22 @@ per image.
 
 from __future__ import annotations
 
-import argparse
-import shlex
 import statistics
 import sys
 import time
-from datetime import datetime, timezone
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Annotated
 
 import torch
+import tyro
 
-from benchmarks.breakdown import allocator_setting, flops_per_image
-from benchmarks.compare import RESULTS, cpu_details
+from benchmarks.breakdown import flops_per_image
+from benchmarks.record import RESULTS, command_line, header
 from capsnotes.data import load_dataset
 from capsnotes.data.files import write_json
-from capsnotes.fast.precision import device_name
 from capsnotes.training.config import profile
+from capsnotes.training.options import DataRoot
 from capsnotes.training.train import build_run, plan_for
 
 #: name → (profile, model fields)
@@ -85,39 +86,39 @@ def images_per_second(name: str, model: dict, data, steps: int, rounds: int) -> 
     return result
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.widths")
-    parser.add_argument("--record", required=True, metavar="NAME")
-    parser.add_argument("--steps", type=int, default=4)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--data-root", default=None)
-    parser.add_argument(
-        "--only", nargs="+", metavar="TEXT", help="the candidates whose name holds any TEXT"
-    )
-    args = parser.parse_args(argv)
+@dataclass(frozen=True)
+class Options:
+    """How fast does the trainer train narrower CapsNets on this machine?"""
+
+    record: Annotated[str, tyro.conf.arg(metavar="NAME")]
+    """write benchmarks/results/NAME.json"""
+    steps: int = 4
+    """timed steps per round"""
+    rounds: int = 3
+    """rounds per candidate (the median counts)"""
+    data_root: DataRoot = None
+    only: Annotated[tuple[str, ...], tyro.conf.arg(metavar="TEXT")] = ()
+    """the candidates whose name holds any TEXT (none: every candidate)"""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = tyro.cli(Options, args=argv, prog="python -m benchmarks.widths")
     chosen = {
         label: candidate
         for label, candidate in CANDIDATES.items()
         if not args.only or any(text in label for text in args.only)
     }
     if not chosen:
-        parser.error(f"--only {args.only} matches none of: {', '.join(CANDIDATES)}")
+        only = " ".join(args.only)
+        print(f"error: --only {only} matches none of: {', '.join(CANDIDATES)}", file=sys.stderr)
+        return 2
     data = load_dataset("mnist", True, args.data_root).subset(4096, seed=0)
     rows = {}
     for label, (name, model) in chosen.items():
         rows[label] = images_per_second(name, model, data, args.steps, args.rounds)
         print(f"{label:45s} {rows[label]['images_per_second']:8.0f} img/s", flush=True)
-    record = {
-        "device": device_name("cpu"),
-        "cpu": cpu_details(),
-        "torch": torch.__version__,
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": "python -m benchmarks.widths " + shlex.join(argv),
-        "allocator": allocator_setting(),
-        "batch_size": 128,
-        "rows": rows,
-    }
+    command = command_line("benchmarks.widths", argv)
+    record = header(command, "cpu") | {"batch_size": 128, "rows": rows}
     write_json(RESULTS / f"{args.record}.json", record)
     return 0
 

@@ -115,6 +115,8 @@ def test_runs_are_summarised_into_the_record(tmp_path):
         attach_runs(record, [_history(tmp_path / "d", 3, [0.9], epochs=3)])
     with pytest.raises(FileNotFoundError, match="history.json not found"):
         attach_runs(record, [tmp_path / "nowhere"])
+    with pytest.raises(ValueError, match="no training runs given"):
+        attach_runs(record, [])
 
 
 DEVICES = {"cpu": None, "P100": (6, 1), "T4": (7, 5), "A100": (8, 0), "H100": (9, 0)}

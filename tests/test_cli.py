@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import typing
 
 import pytest
 import torch
@@ -16,10 +17,10 @@ import torch
 import capsnotes
 from capsnotes.data import load_dataset
 from capsnotes.training.checkpoint import load_checkpoint
-from capsnotes.training.cli import main, train_config
+from capsnotes.training.cli import ShippedCapsNet, ShippedCNN, main, train_config
 from capsnotes.training.config import PROFILES, TrainConfig, build_model
 from capsnotes.training.evaluation import evaluate
-from capsnotes.training.pretrained import PRETRAINED, load_pretrained
+from capsnotes.training.pretrained import PRETRAINED, load_pretrained, pretrained_files
 from tests.conftest import REPO, TINY
 
 #: a tiny CapsNet through the command line's model options
@@ -99,6 +100,16 @@ def test_the_shipped_models_commands_still_make_their_configuration(name):
     assert config == TrainConfig.from_dict(record["train_config"])
     assert overrides == record["provenance"]["overrides"]
     assert str(run_options.out).startswith(("runs/", "/"))
+
+
+def test_affine_offers_each_kind_of_model_the_shipped_models_of_that_kind():
+    """``affine --capsnet``'s choices are the shipped single-digit CapsNets and ``--cnn``'s
+    the shipped CNNs, as their records say (a newly shipped model must be added)."""
+    records = {n: json.loads(pretrained_files(n)[1].read_text()) for n in PRETRAINED}
+    kinds = {n: TrainConfig.from_dict(r["train_config"]).architecture for n, r in records.items()}
+    for choices, kind in ((ShippedCapsNet, "capsnet"), (ShippedCNN, "cnn")):
+        shipped = [name for name in PRETRAINED if kinds[name] == kind]
+        assert sorted(typing.get_args(choices)) == sorted(shipped), kind
 
 
 def another_value(name: str, value):
@@ -229,7 +240,9 @@ def test_bad_values_get_the_configuration_s_errors(tmp_path, capsys):
         ("--batch-size", "-4", "batch_size must be a positive int, got -4"),
         ("--routing-iterations", "0", "routing_iterations must be a positive int, got 0"),
         ("--max-shift", "-1", "max_shift must be >= 0"),
-        ("--architecture", "cnn", "a cnn run needs model=ConvNetConfig(...), got CapsNetConfig"),
+        # the quick profile's model is a CapsNet: the parser offers the CapsNets only
+        ("--architecture", "cnn", "Expected one of ('capsnet', 'capsnet-pairs')"),
+        ("--dataset", "cifar", "Expected one of ('mnist', 'fashion-mnist')"),
         ("--epochs", "two", "--epochs"),
     ):
         assert exit_code(["train", "--profile", "quick", "--out", str(out), option, value]) == 2
@@ -241,6 +254,14 @@ def test_bad_values_get_the_configuration_s_errors(tmp_path, capsys):
     with pytest.raises(SystemExit) as done:
         main(["train", "--profile", "fastest", "--out", str(out)])
     assert done.value.code == 2 and "fastest" in capsys.readouterr().err
+    for argv, message in (  # a choice of the other kind of model is refused by name
+        (["train", "paper", "--architecture", "cnn"], "Expected one of ('capsnet', "),
+        (["train", "cnn", "--architecture", "capsnet"], "Expected one of ('cnn', 'cnn-pairs')"),
+        (["affine", "--cnn", "mnist"], "Expected one of ('cnn-mnist',)"),
+        (["affine", "--capsnet", "cnn-mnist"], "Expected one of ('mnist', 'fashion-mnist')"),
+    ):
+        assert exit_code([*argv, "--out", str(out)]) == 2
+        assert message in unboxed(capsys.readouterr().err), argv
     assert main(["evaluate", "--checkpoint", str(tmp_path / "none.safetensors")]) == 2
     assert "no checkpoint" in capsys.readouterr().err
     (tmp_path / "bad.safetensors").write_bytes(b"not a checkpoint")

@@ -33,7 +33,6 @@ as it finishes, so an interrupted run resumes with ``--missing``.
 
 from __future__ import annotations
 
-import argparse
 import concurrent.futures
 import json
 import os
@@ -43,8 +42,12 @@ import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ElementTree
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+import tyro
 
 REPO = Path(__file__).resolve().parents[1]
 BOOK = REPO / "book"
@@ -239,19 +242,34 @@ def table(record: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python tools/measure_noise.py", description=__doc__.split("\n\n")[0]
+Setting = Literal[tuple(SETTINGS)]  # type: ignore[valid-type]
+
+
+@dataclass(frozen=True)
+class Options:
+    """How far the chapters' outputs move under the noise any machine can make."""
+
+    chapters: Annotated[tuple[str, ...], tyro.conf.Positional, tyro.conf.arg(metavar="PREFIX")] = ()
+    """file-name prefixes of the chapters (none: every chapter)"""
+    settings: tuple[Setting, ...] = tuple(SETTINGS)
+    """the settings to run each chapter under"""
+    missing: bool = False
+    """only what the record lacks for this machine"""
+    jobs: int = 2
+    """runs at a time"""
+    record: Path = RECORD
+    """the record to add to"""
+    summary: bool = False
+    """print the record's table only"""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = tyro.cli(
+        Options,
+        args=argv,
+        prog="python tools/measure_noise.py",
+        config=(tyro.conf.FlagCreatePairsOff,),
     )
-    parser.add_argument("chapters", nargs="*", help="file-name prefixes (default: all)")
-    parser.add_argument("--settings", nargs="+", choices=list(SETTINGS), default=list(SETTINGS))
-    parser.add_argument(
-        "--missing", action="store_true", help="only what the record lacks for this machine"
-    )
-    parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--record", type=Path, default=RECORD)
-    parser.add_argument("--summary", action="store_true", help="print the record's table")
-    args = parser.parse_args(argv)
     record = load(args.record)
     if args.summary:
         print(table(record))

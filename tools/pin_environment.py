@@ -28,7 +28,11 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+
+import tyro
 
 REPO = Path(__file__).resolve().parents[1]
 FOLDER = REPO / "constraints"
@@ -88,14 +92,28 @@ def compile_pins(output: Path, constraints: list[str], keep: bool) -> None:
     print(f"wrote {output.relative_to(REPO)}: {len(output.read_text().splitlines())} pins")
 
 
-def main(argv: list[str]) -> int:
-    keep = "--keep" in argv
+@dataclass(frozen=True)
+class Options:
+    """Resolve constraints/test.txt and constraints/floor.txt again (see the module)."""
+
+    keep: bool = False
+    """add what is new and keep the existing pins (default: the latest versions the
+    requirements allow)"""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    options = tyro.cli(
+        Options,
+        args=argv,
+        prog="python tools/pin_environment.py",
+        config=(tyro.conf.FlagCreatePairsOff,),
+    )
     FOLDER.mkdir(exist_ok=True)
-    compile_pins(FOLDER / "test.txt", [], keep)
+    compile_pins(FOLDER / "test.txt", [], options.keep)
     floors = [f"{name}=={version}" for name, version in declared_floors().items()]
-    compile_pins(FOLDER / "floor.txt", floors, keep)
+    compile_pins(FOLDER / "floor.txt", floors, options.keep)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

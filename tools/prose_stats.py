@@ -18,8 +18,11 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
+import tyro
 import yaml
 
 BOOK = Path(__file__).resolve().parents[1] / "book"
@@ -108,8 +111,21 @@ def words(text: str) -> int:
     return len(re.findall(r"[\w’'%.,-]+", text))
 
 
-def main(argv: list[str]) -> int:
-    show_long = "--long" in argv
+@dataclass(frozen=True)
+class Options:
+    """Count each chapter's running prose and the length of its sentences."""
+
+    long: bool = False
+    """also print every sentence over 45 words"""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    options = tyro.cli(
+        Options,
+        args=argv,
+        prog="python tools/prose_stats.py",
+        config=(tyro.conf.FlagCreatePairsOff,),
+    )
     total_words, all_sentences = 0, []
     print(
         f"{'chapter':32s} {'prose':>6s} {'figures':>7s} {'words':>6s} {'sentences':>9s} "
@@ -129,7 +145,7 @@ def main(argv: list[str]) -> int:
             f"{path.stem:32s} {count - in_figures:6d} {in_figures:7d} {count:6d} "
             f"{len(found):9d} {mean:5.1f} {len(long):4d}"
         )
-        if show_long:
+        if options.long:
             for sentence in long:
                 print(f"    ({words(sentence)}) {sentence}")
         total_words += count
@@ -144,4 +160,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

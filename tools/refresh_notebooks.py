@@ -35,11 +35,15 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Annotated
 
 import jupytext
 import nbformat
+import tyro
 from nbclient import NotebookClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -201,15 +205,29 @@ def refresh_text(source: Path, book: dict, refs: References) -> None:
     write_notebook(committed, cells, source, book, refs)
 
 
-def main(argv: list[str]) -> int:
-    text_only = "--text" in argv
-    argv = [a for a in argv if a != "--text"]
-    selected = sources(argv)
+@dataclass(frozen=True)
+class Options:
+    """Execute the book's chapters again and write their notebooks (see the module)."""
+
+    chapters: Annotated[tuple[str, ...], tyro.conf.Positional, tyro.conf.arg(metavar="PREFIX")] = ()
+    """file-name prefixes of the chapters (none: every chapter)"""
+    text: bool = False
+    """refresh the markdown only, keeping the committed outputs (executes nothing)"""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    options = tyro.cli(
+        Options,
+        args=argv,
+        prog="python tools/refresh_notebooks.py",
+        config=(tyro.conf.FlagCreatePairsOff,),
+    )
+    selected = sources(list(options.chapters))
     if not selected:
-        print("no chapter matches", argv, file=sys.stderr)
+        print("no chapter matches", list(options.chapters), file=sys.stderr)
         return 1
     book, refs = chapters(), References()
-    if text_only:
+    if options.text:
         for source in selected:
             refresh_text(source, book, refs)
             print(f"{source.name}: markdown refreshed, outputs kept")
@@ -223,4 +241,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

@@ -15,15 +15,17 @@ device, wall time and command, and this command.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shlex
 import sys
 import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import torch
+import tyro
 
 from capsbook.analysis import confusion_matrix
 from capsnotes.data.files import file_sha256, write_json
@@ -31,6 +33,7 @@ from capsnotes.fast.precision import device_name
 from capsnotes.training.checkpoint import load_checkpoint, save_checkpoint
 from capsnotes.training.config import TrainConfig, load_run_data
 from capsnotes.training.evaluation import evaluate
+from capsnotes.training.options import DataRoot
 from capsnotes.training.pretrained import PRETRAINED, load_pretrained, pretrained_files
 
 
@@ -130,14 +133,22 @@ def summary(name: str, data_root: str | None, command: str) -> dict:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("run_dir", help="a folder written by python -m capsnotes train")
-    parser.add_argument("--name", default="mnist", choices=sorted(PRETRAINED))
-    parser.add_argument("--data-root", help="data folder (default: $CAPSNOTES_DATA)")
-    parser.add_argument("--record", metavar="FILE", help="also write the summary record here")
-    args = parser.parse_args(argv)
+@dataclass(frozen=True)
+class Options:
+    """Ship a finished training run as a pretrained model of the package."""
+
+    run_dir: Annotated[Path, tyro.conf.Positional, tyro.conf.arg(metavar="RUN_DIR")]
+    """a folder written by python -m capsnotes train"""
+    name: Literal[tuple(sorted(PRETRAINED))] = "mnist"  # type: ignore[valid-type]
+    """the pretrained model's name"""
+    data_root: DataRoot = None
+    record: Annotated[Path | None, tyro.conf.arg(metavar="FILE")] = None
+    """also write the summary record here"""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = tyro.cli(Options, args=argv, prog="python tools/ship_pretrained.py")
     try:
         record = save_pretrained(args.run_dir, args.name, data_root=args.data_root)
         if args.record:

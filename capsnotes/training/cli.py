@@ -23,14 +23,16 @@ from ..data.files import write_json
 from ..experiments.affine import robustness
 from ..fast.precision import device_name, resolve_device
 from .checkpoint import load_checkpoint, load_model_state
-from .config import PROFILES, TrainConfig, build_model, load_run_data
+from .config import PROFILES, TrainConfig, build_model, load_run_data, with_choices
 from .evaluation import evaluate
-from .pretrained import PRETRAINED, load_pretrained
+from .pretrained import load_pretrained
 from .train import train
 
 try:
     import tyro
-except ImportError as error:  # not installed, or installed but broken
+
+    from .options import DataRoot, Device, Out
+except ImportError as error:  # not installed, or installed but broken (parse says so)
     tyro, TYRO_ERROR = None, error
 
 DESCRIPTION = """\
@@ -60,19 +62,19 @@ on a GPU, quick otherwise) picks the defaults, and every option after it overrid
 field (train NAME --help lists them; python -m capsnotes profiles prints them all).
 """
 
-Pretrained = Literal[tuple(PRETRAINED)]  # type: ignore[valid-type]
+#: ``affine``'s choices: the shipped models of each kind (tests/test_cli.py checks them
+#: against the records in capsnotes/training/weights/).
+ShippedCapsNet = Literal["mnist", "fashion-mnist"]
+ShippedCNN = Literal["cnn-mnist"]
 
 
 @dataclasses.dataclass(frozen=True)
 class RunOptions:
     """How to run the training, as opposed to what to train."""
 
-    out: Path
-    """output folder: history.json and checkpoint.safetensors"""
-    device: str = "auto"
-    """auto (a GPU if there is one), cpu, cuda or cuda:N"""
-    data_root: Path | None = None
-    """data folder (None: $CAPSNOTES_DATA, else ~/.cache/capsnotes/data)"""
+    out: Out
+    device: Device = "auto"
+    data_root: DataRoot = None
     resume: bool = True
     """continue from OUT's checkpoint (--no-resume: start over, overwriting it)"""
     progress: bool = True
@@ -113,7 +115,7 @@ def _train_command() -> type:
             Profile,
             tyro.conf.subcommand(
                 name,
-                default=Profile(profile, unset, PROFILES[profile]),
+                default=Profile(profile, unset, with_choices(PROFILES[profile])),
                 description=helps[name],
                 prefix_name=False,
                 is_default=name == "auto",
@@ -121,7 +123,7 @@ def _train_command() -> type:
         ]
         for name, profile in [("auto", auto), *((name, name) for name in PROFILES)]
     ]
-    marker = tyro.conf.arg(help="optional, before the profile's name")
+    marker = tyro.conf.arg(help="takes no value: train --profile NAME is train NAME")
     return dataclasses.make_dataclass(
         "Train",
         [
@@ -137,7 +139,7 @@ def _run_train(command: Any, argv: Sequence[str]) -> int:
     chosen: Profile = command.chosen
     run = chosen.run
     result = train(
-        chosen.config,
+        TrainConfig.from_dict(chosen.config.to_dict()),  # not with_choices' class
         run.out,
         device=run.device,
         data_root=run.data_root,
@@ -170,10 +172,8 @@ class Evaluate:
     """checkpoint.safetensors or its folder"""
     test_size: int | None = None
     """evaluate on a fixed subset of this size (None: the whole test set)"""
-    device: str = "auto"
-    """auto (a GPU if there is one), cpu, cuda or cuda:N"""
-    data_root: Path | None = None
-    """data folder (None: $CAPSNOTES_DATA, else ~/.cache/capsnotes/data)"""
+    device: Device = "auto"
+    data_root: DataRoot = None
 
     def run(self, argv: Sequence[str]) -> int:
         checkpoint = load_checkpoint(self.checkpoint)
@@ -198,18 +198,16 @@ class Affine:
 
     out: Path
     """the JSON record"""
-    capsnet: Pretrained = "mnist"
+    capsnet: ShippedCapsNet = "mnist"
     """the shipped CapsNet to score"""
-    cnn: Pretrained = "cnn-mnist"
+    cnn: ShippedCNN = "cnn-mnist"
     """the shipped CNN to score"""
     seed: int = 0
     """seed of the random warps"""
     sweep_size: int = 2000
     """images per sweep point"""
-    device: str = "auto"
-    """auto (a GPU if there is one), cpu, cuda or cuda:N"""
-    data_root: Path | None = None
-    """data folder (None: $CAPSNOTES_DATA, else ~/.cache/capsnotes/data)"""
+    device: Device = "auto"
+    data_root: DataRoot = None
 
     def run(self, argv: Sequence[str]) -> int:
         device = resolve_device(self.device)
@@ -276,7 +274,8 @@ def train_config(
     """The profile's name, the configuration and the run options ``train ARGV`` asks
     for, and the fields it changes of the profile's (``model``: the model's fields)."""
     chosen: Profile = parse(["train", *argv]).chosen
-    return chosen.name, chosen.config, chosen.run, chosen.overrides()
+    config = TrainConfig.from_dict(chosen.config.to_dict())  # not with_choices' class
+    return chosen.name, config, chosen.run, chosen.overrides()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

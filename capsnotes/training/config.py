@@ -15,7 +15,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch import nn
@@ -79,15 +79,20 @@ ARCHITECTURES: dict[str, Architecture] = {
 #: The architectures that read two overlapping digits (MultiMNIST).
 PAIRED = ("capsnet-pairs", "cnn-pairs")
 
+#: The names a configuration may give its architecture and dataset: the command line
+#: offers them as choices (a runtime ``Literal``, so the two lists cannot drift apart).
+ArchitectureName = Literal[tuple(ARCHITECTURES)]  # type: ignore[valid-type]
+DatasetName = Literal[tuple(DATASETS)]  # type: ignore[valid-type]
+
 
 @dataclass(frozen=True)
 class TrainConfig:
     """Everything that determines a training run (and so its results)."""
 
-    architecture: str = "capsnet"
+    architecture: ArchitectureName = "capsnet"
     """the model: capsnet, cnn (the baseline), or capsnet-pairs and cnn-pairs (two
     overlapping digits)"""
-    dataset: str = "mnist"
+    dataset: DatasetName = "mnist"
     """the digits: mnist or fashion-mnist"""
     epochs: int = 1
     """passes over the training set"""
@@ -286,3 +291,20 @@ def profile(name: str, **overrides: Any) -> TrainConfig:
     return TrainConfig.from_dict(
         base.to_dict() | overrides | {"model": dataclasses.asdict(model)}
     )
+
+
+def with_choices(config: TrainConfig) -> TrainConfig:
+    """``config`` as an instance of a subclass whose ``architecture`` is a choice among
+    those that take its kind of model (a CapsNet's or a CNN's configuration): the
+    command line reads a profile's options from it, so that a CapsNet profile cannot
+    name a CNN, nor the reverse (``TrainConfig.from_dict(c.to_dict())``: plain)."""
+    model = ARCHITECTURES[config.architecture].config
+    kinds = tuple(a for a, kind in ARCHITECTURES.items() if kind.config is model)
+    narrowed = dataclasses.make_dataclass(
+        "TrainConfig",
+        [("architecture", Literal[kinds], config.architecture)],
+        bases=(TrainConfig,),
+        frozen=True,
+        namespace={"__doc__": TrainConfig.__doc__},
+    )
+    return narrowed.from_dict(config.to_dict())
