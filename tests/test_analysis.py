@@ -9,11 +9,11 @@ from capsbook.analysis import (
     dimension_effects,
     image_moments,
     perturb_dimensions,
-    routing_statistics,
     sweep_figure,
 )
 from capsnotes import CapsNet, dynamic_routing
 from capsnotes.data import ImageSet
+from capsnotes.training.evaluation import routing_statistics
 from tests.conftest import TINY
 
 

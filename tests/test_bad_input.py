@@ -13,7 +13,7 @@ import dataclasses
 import pytest
 import torch
 
-from capsbook.analysis import image_moments, perturb_dimensions, routing_statistics
+from capsbook.analysis import image_moments, perturb_dimensions
 from capsnotes import (
     CapsNet,
     CapsNetConfig,
@@ -35,7 +35,7 @@ from capsnotes.fast.precision import resolve_device
 from capsnotes.training.checkpoint import load_checkpoint, load_model_state, save_checkpoint
 from capsnotes.training.cli import main
 from capsnotes.training.config import TrainConfig, profile
-from capsnotes.training.evaluation import evaluate
+from capsnotes.training.evaluation import evaluate, routing_statistics
 from capsnotes.training.pretrained import load_pretrained
 from tests.conftest import TINY
 

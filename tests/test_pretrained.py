@@ -25,10 +25,15 @@ from capsnotes.data.files import file_sha256
 from capsnotes.experiments.convnet import ConvNet
 from capsnotes.experiments.multimnist import PairedCapsNet, make_pairs
 from capsnotes.training.config import profile
-from capsnotes.training.pretrained import PRETRAINED, WEIGHTS_DIR, load_pretrained, pretrained_files
+from capsnotes.training.pretrained import (
+    PRETRAINED,
+    WEIGHTS_DIR,
+    load_pretrained,
+    pretrained_files,
+    save_pretrained,
+)
 from capsnotes.training.train import train
 from tests.conftest import REPO, TINY, make_tiny_dataset
-from tools.ship_pretrained import save_pretrained
 
 
 def read_idx(path: Path) -> np.ndarray:

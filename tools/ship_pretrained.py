@@ -15,94 +15,28 @@ device, wall time and command, and this command.
 
 from __future__ import annotations
 
-import os
 import shlex
 import sys
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import torch
 import tyro
 
 from capsbook.analysis import confusion_matrix
-from capsnotes.data.files import file_sha256, write_json
+from capsnotes.data.files import write_json
 from capsnotes.fast.precision import device_name
-from capsnotes.training.checkpoint import load_checkpoint, save_checkpoint
 from capsnotes.training.config import TrainConfig, load_run_data
 from capsnotes.training.evaluation import evaluate
 from capsnotes.training.options import DataRoot
-from capsnotes.training.pretrained import PRETRAINED, load_pretrained, pretrained_files
-
-
-def save_pretrained(
-    run_dir: str | Path,
-    name: str = "mnist",
-    *,
-    folder: str | Path | None = None,
-    data_root: str | Path | None = None,
-    tolerance: float = 0.001,
-) -> dict[str, Any]:
-    """Ship the finished training run in ``run_dir`` as the pretrained model ``name``.
-
-    Stores the weights as float16 beside the run's history, loads them back through
-    :func:`load_pretrained`, scores them on the whole test set, and refuses (leaving the
-    shipped files as they were) if that accuracy differs from the run's final test
-    accuracy by more than ``tolerance``. Both files appear together or not at all.
-
-    Returns the provenance record that was written.
-    """
-    run_dir = Path(run_dir)
-    checkpoint = load_checkpoint(run_dir / "checkpoint.safetensors")
-    history = checkpoint.metadata["history"]
-    config = TrainConfig.from_dict(history["train_config"])
-    if len(history["epochs"]) != config.epochs:
-        raise ValueError(
-            f"{run_dir} has trained {len(history['epochs'])} of {config.epochs} epochs: "
-            "finish the run first (the same train command resumes it)"
-        )
-    if config.test_size is not None:
-        raise ValueError(
-            f"{run_dir} was scored on a subset of the test set: ship a run tested on all of it"
-        )
-    weights_path, record_path = pretrained_files(name, None if folder is None else Path(folder))
-    weights_path.parent.mkdir(parents=True, exist_ok=True)
-    half = {
-        key: value.half() if value.is_floating_point() else value
-        for key, value in checkpoint.result_state.items()
-    }
-    with tempfile.TemporaryDirectory(dir=weights_path.parent, prefix=".staging-") as staging:
-        staged_weights, staged_record = pretrained_files(name, Path(staging))
-        save_checkpoint(staged_weights, half, {"name": name, "train_config": config.to_dict()})
-        record = dict(history)
-        record["shipped"] = {
-            "name": name,
-            "dtype": "float16",
-            "bytes": staged_weights.stat().st_size,
-            "sha256": file_sha256(staged_weights),
-        }
-        write_json(staged_record, record)
-        model, _ = load_pretrained(name, folder=staging)
-        _, test_data = load_run_data(config, "cpu", data_root)
-        scores = evaluate(model, test_data)
-        trained = history["epochs"][-1]["test_accuracy"]
-        if abs(scores["accuracy"] - trained) > tolerance:
-            raise ValueError(
-                f"the float16 weights score {scores['accuracy']:.4f} on the test set, the "
-                f"run {trained:.4f}: more than {tolerance} apart, nothing was shipped"
-            )
-        record["shipped"].update(
-            test_accuracy=scores["accuracy"],
-            test_count=scores["count"],
-            evaluated_on=device_name("cpu"),
-            evaluated_with_torch=torch.__version__,
-        )
-        write_json(staged_record, record)
-        os.replace(staged_weights, weights_path)
-        os.replace(staged_record, record_path)
-    return record
+from capsnotes.training.pretrained import (
+    PRETRAINED,
+    load_pretrained,
+    pretrained_files,
+    save_pretrained,
+)
 
 
 def summary(name: str, data_root: str | None, command: str) -> dict:

@@ -1,8 +1,5 @@
 """Measurements on a trained CapsNet that the chapters report.
 
-* :func:`routing_statistics` — how routing behaves on a whole test set: the accuracy
-  with ``r`` routing iterations at inference, and per iteration the entropy of the
-  coupling coefficients (chapters 5 and 10).
 * :func:`image_moments` and :func:`dimension_effects` — what each dimension of a digit
   capsule does to the decoder's image, in measured units: ink, width, height, slant
   and position (chapters 7 and 9, the paper's Figure 4).
@@ -16,7 +13,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -26,107 +22,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from capsbook.plots import COLORS, new_figure
 from capsnotes import CapsNet, capsnet_loss
-from capsnotes.data import ImageSet, checks
-from capsnotes.fast.routing import route_parents_first
-
-
-@dataclass
-class RoutingStatistics:
-    """What :func:`routing_statistics` measures over ``count`` images.
-
-    For each number of iterations ``r`` routing ran: ``accuracy[r]``, the fraction
-    right; ``changed[r]``, how many images get another prediction than with the fewest
-    iterations asked for; ``winner_length[r]``, the mean length of the longest capsule.
-    For the iterations ``t = 1, 2, ...`` (index ``t - 1``), the couplings ``c_i`` that
-    iteration uses, averaged over children and images:
-
-    * ``entropy`` — ``H(c_i) = -Σ_j c_ij log c_ij`` in nats (uniform: ``log classes``);
-    * ``weighted_entropy`` — the same, each child weighted by its length ``‖u_i‖``;
-    * ``top_coupling`` — ``max_j c_ij``, the share of a child's vote its favourite
-      parent gets; ``weighted_top_coupling`` — the same weighted by ``‖u_i‖``.
-    """
-
-    count: int
-    classes: int
-    accuracy: dict[int, float]
-    changed: dict[int, int]
-    winner_length: dict[int, float]
-    entropy: list[float]
-    weighted_entropy: list[float]
-    top_coupling: list[float]
-    weighted_top_coupling: list[float]
-
-    @property
-    def uniform_entropy(self) -> float:
-        return math.log(self.classes)
-
-
-@torch.no_grad()
-def routing_statistics(
-    model: CapsNet,
-    data: ImageSet,
-    iterations: Sequence[int] = (1, 2, 3, 5),
-    batch_size: int = 250,
-) -> RoutingStatistics:
-    """Route every image of ``data`` with each number of iterations in ``iterations``,
-    using ``model``'s votes (the model itself is not changed).
-
-    Routing is deterministic, so iteration ``t`` of a run with ``max(iterations)``
-    iterations uses the couplings, and ends with the outputs, of a run with ``r = t``:
-    one run per batch measures every ``r`` (with the votes laid out parents first, as
-    :mod:`capsnotes.fast.routing` routes them; the same values as the paper's layout).
-    """
-    if not iterations or any(
-        isinstance(r, bool) or not isinstance(r, int) for r in iterations
-    ):
-        raise TypeError(
-            f"iterations must be a non-empty sequence of ints, got {iterations!r}"
-        )
-    if min(iterations) < 1:
-        raise ValueError(f"routing iterations must be >= 1, got {sorted(iterations)}")
-    device = next(model.parameters()).device
-    deepest, fewest = max(iterations), min(iterations)
-    correct = dict.fromkeys(iterations, 0)
-    changed = dict.fromkeys(iterations, 0)
-    winner = dict.fromkeys(iterations, 0.0)
-    entropy = torch.zeros(deepest, dtype=torch.float64)
-    weighted = torch.zeros(deepest, dtype=torch.float64)
-    top = torch.zeros(deepest, dtype=torch.float64)
-    weighted_top = torch.zeros(deepest, dtype=torch.float64)
-    children = 0
-    weight_total = 0.0
-    for images, labels in data.to(device).batches(batch_size):
-        u = model.primary_capsules(images)  # [B, I, D_in]
-        votes = model.digits.votes(u).transpose(1, 2).contiguous()  # [B, O, I, D]
-        lengths = u.norm(dim=-1)  # [B, I]
-        _, passes = route_parents_first(votes, deepest)
-        for r, (c, _, v) in enumerate(passes, start=1):  # c: [B, O, I]
-            h = torch.special.entr(c.double()).sum(dim=1)  # [B, I], in float64
-            entropy[r - 1] += h.sum().item()
-            weighted[r - 1] += (h * lengths).sum().item()
-            top[r - 1] += c.amax(dim=1).sum().item()
-            weighted_top[r - 1] += (c.amax(dim=1) * lengths).sum().item()
-            if r in correct:
-                longest, predictions = v.norm(dim=-1).max(dim=1)
-                if r == fewest:
-                    first_predictions = predictions
-                correct[r] += (predictions == labels).sum().item()
-                changed[r] += (predictions != first_predictions).sum().item()
-                winner[r] += longest.sum().item()
-        children += lengths.numel()
-        weight_total += lengths.sum().item()
-    return RoutingStatistics(
-        count=len(data),
-        classes=model.config.num_classes,
-        accuracy={r: correct[r] / len(data) for r in sorted(correct)},
-        changed={r: changed[r] for r in sorted(changed)},
-        winner_length={r: winner[r] / len(data) for r in sorted(winner)},
-        entropy=(entropy / children).tolist(),
-        weighted_entropy=(weighted / weight_total).tolist(),
-        top_coupling=(top / children).tolist(),
-        weighted_top_coupling=(weighted_top / weight_total).tolist(),
-    )
-
+from capsnotes.data import checks
 
 #: The properties :func:`image_moments` measures, with their units.
 PROPERTIES: dict[str, str] = {

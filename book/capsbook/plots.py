@@ -243,9 +243,9 @@ def perturbation_grid(
 
 
 def routing_summary(stats: Any) -> Figure:
-    """Two panels from a :class:`capsnotes.analysis.RoutingStatistics`: the test errors
-    with ``r`` routing iterations at inference, and how far the mean entropy of the
-    coupling coefficients of each iteration lies below that of a uniform split."""
+    """Two panels from a :class:`capsnotes.training.evaluation.RoutingStatistics`: the
+    test errors with ``r`` routing iterations at inference, and how far the mean entropy
+    of the coupling coefficients of each iteration lies below a uniform split's."""
     fig, (left, right) = new_figure(ncols=2, width=6.5, height=2.8)
     iterations = list(stats.accuracy)
     errors = [round((1 - stats.accuracy[r]) * stats.count) for r in iterations]

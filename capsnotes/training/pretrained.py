@@ -2,7 +2,8 @@
 
 Training the paper's model takes hours on a CPU, so the chapters load the weights that
 ``python -m capsnotes train ...`` produced once, stored in ``weights/`` beside this
-module. Each model is two files, written by ``tools/ship_pretrained.py``:
+module. Each model is two files, written by :func:`save_pretrained`
+(``tools/ship_pretrained.py``, and the campaign):
 
 * ``<name>.safetensors`` — the weights in the checkpoint format, stored as float16 to
   halve the download;
@@ -13,15 +14,19 @@ module. Each model is two files, written by ``tools/ship_pretrained.py``:
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-from ..data.files import file_sha256
-from .checkpoint import load_checkpoint, load_model_state
-from .config import TrainConfig, build_model
+from ..data.files import file_sha256, write_json
+from ..fast.precision import device_name
+from .checkpoint import load_checkpoint, load_model_state, save_checkpoint
+from .config import TrainConfig, build_model, load_run_data
+from .evaluation import evaluate
 
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 
@@ -85,3 +90,79 @@ def load_pretrained(
     source = f"{weights_path} (with its record {record_path.name})"
     load_model_state(model, state, source)
     return model.to("cpu" if device is None else device).eval(), history
+
+
+def save_pretrained(
+    run_dir: str | Path,
+    name: str = "mnist",
+    *,
+    folder: str | Path | None = None,
+    data_root: str | Path | None = None,
+    tolerance: float = 0.001,
+) -> dict[str, Any]:
+    """Ship the finished training run in ``run_dir`` as the pretrained model ``name``.
+
+    Stores the weights as float16 beside the run's history, loads them back through
+    :func:`load_pretrained`, scores them on the whole test set, and refuses (leaving the
+    shipped files as they were) if that accuracy differs from the run's final test
+    accuracy by more than ``tolerance``. Both files appear together or not at all.
+
+    Returns the provenance record that was written.
+    """
+    run_dir = Path(run_dir)
+    checkpoint = load_checkpoint(run_dir / "checkpoint.safetensors")
+    history = checkpoint.metadata["history"]
+    config = TrainConfig.from_dict(history["train_config"])
+    if len(history["epochs"]) != config.epochs:
+        raise ValueError(
+            f"{run_dir} has trained {len(history['epochs'])} of {config.epochs} "
+            "epochs: finish the run first (the same train command resumes it)"
+        )
+    if config.test_size is not None:
+        raise ValueError(
+            f"{run_dir} was scored on a subset of the test set: ship a run tested on "
+            "all of it"
+        )
+    weights_path, record_path = pretrained_files(
+        name, None if folder is None else Path(folder)
+    )
+    weights_path.parent.mkdir(parents=True, exist_ok=True)
+    half = {
+        key: value.half() if value.is_floating_point() else value
+        for key, value in checkpoint.result_state.items()
+    }
+    with tempfile.TemporaryDirectory(
+        dir=weights_path.parent, prefix=".staging-"
+    ) as staging:
+        staged_weights, staged_record = pretrained_files(name, Path(staging))
+        save_checkpoint(
+            staged_weights, half, {"name": name, "train_config": config.to_dict()}
+        )
+        record = dict(history)
+        record["shipped"] = {
+            "name": name,
+            "dtype": "float16",
+            "bytes": staged_weights.stat().st_size,
+            "sha256": file_sha256(staged_weights),
+        }
+        write_json(staged_record, record)
+        model, _ = load_pretrained(name, folder=staging)
+        _, test_data = load_run_data(config, "cpu", data_root)
+        scores = evaluate(model, test_data)
+        trained = history["epochs"][-1]["test_accuracy"]
+        if abs(scores["accuracy"] - trained) > tolerance:
+            raise ValueError(
+                f"the float16 weights score {scores['accuracy']:.4f} on the test set, "
+                f"the run {trained:.4f}: more than {tolerance} apart, nothing was "
+                "shipped"
+            )
+        record["shipped"].update(
+            test_accuracy=scores["accuracy"],
+            test_count=scores["count"],
+            evaluated_on=device_name("cpu"),
+            evaluated_with_torch=torch.__version__,
+        )
+        write_json(staged_record, record)
+        os.replace(staged_weights, weights_path)
+        os.replace(staged_record, record_path)
+    return record
