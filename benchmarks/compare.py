@@ -29,7 +29,7 @@ measures the device's matrix-multiply rate, reports the achieved arithmetic rate
 against it, and breaks a capsnotes step down by part (benchmarks/breakdown.py).
 
 The timing is ``torch.utils.benchmark``'s: each round of a row is a ``Timer`` of its
-steps (after the Timer's two warm-up steps, with the process's threads, and a clock that
+steps (after the Timer's own warm-up steps, with the process's threads, and a clock that
 waits for the device), the matrix-multiply rate is the Timer's blocked autorange, and the
 table is its ``Compare``. Only the rounds are written here: a Timer times one statement,
 and the rows must take turns, so that a drift of the machine's speed (another process, the
@@ -88,7 +88,7 @@ def clock(device: torch.device) -> Callable[[], float]:
 
 def step_timer(run: Callable[[int], None], device: torch.device) -> Timer:
     """A Timer of one training step of ``run``; ``timeit(steps)`` times a round of
-    ``steps`` steps, after two untimed ones, with the process's threads."""
+    ``steps`` steps, after its own untimed ones (two below 300), with the process's threads."""
     return Timer(
         "run(1)", globals={"run": run}, timer=clock(device), num_threads=torch.get_num_threads()
     )
@@ -185,28 +185,28 @@ def matmul_peak(device: torch.device, dtype: torch.dtype | None = None) -> dict:
 
 
 def print_table(record: dict) -> None:
-    """The timed rows' steps as ``torch.utils.benchmark.Compare`` prints them (the median
-    over the rounds, in a column per batch size), and the rows left out with the reason."""
+    """The timed rows as ``torch.utils.benchmark.Compare`` prints them (the median round's
+    time per step and per image), and the rows left out with the reason."""
     rows, threads = record["rows"], torch.get_num_threads()
     timed = {name: row for name, row in rows.items() if "round_seconds" in row}
     table = Compare(
         [
             Measurement(
-                record["steps_per_round"],
+                record["steps_per_round"] * per,
                 row["round_seconds"],
                 TaskSpec(
                     "run(1)",
                     "pass",
-                    label=f"a training step, {record['device']}",
+                    label=f"{record['device']}, batch {record['batch_size']} unless named",
                     sub_label=name,
-                    description=f"batch {row['batch_size']}",
+                    description=f"per {unit}",
                     num_threads=threads,
                 ),
             )
             for name, row in timed.items()
+            for unit, per in (("step", 1), ("image", row["batch_size"]))
         ]
     )
-    table.trim_significant_figures()
     table.highlight_warnings()
     table.print()
     for name, row in rows.items():
