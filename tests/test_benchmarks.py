@@ -11,7 +11,7 @@ import torch
 import benchmarks.compare
 from benchmarks.baseline import BaselineCapsNet, baseline_loss
 from benchmarks.breakdown import breakdown
-from benchmarks.compare import Row, ablation_rows, compare
+from benchmarks.compare import Options, Row, Settings, ablation_rows, compare
 from benchmarks.runs import attach_runs
 from capsnotes import CapsNet, margin_loss, reconstruction_loss
 from capsnotes.fast.plan import plan_run
@@ -193,6 +193,23 @@ def test_a_row_that_fails_to_build_is_left_out_and_the_rest_are_timed(monkeypatc
     assert rows["  + convolutions as matmul"]["error"].startswith("RuntimeError: a kernel")
     assert rows["capsnotes"]["images_per_second"] > 0
     assert "images_per_second" in rows["capsnotes, reference code only"]
+
+
+def test_the_comparison_s_command_line_fills_in_a_cpu_s_defaults(monkeypatch, capsys, tmp_path):
+    """On a CPU: batch 64, 5 steps, 2 warm-up steps, and no larger batches or compilation
+    (a GPU's rows) whatever is asked; --help measures nothing; no step is no round."""
+    import tyro
+
+    asked = ["--device", "cpu", "--larger-batches", "1024", "--compile", "--no-ablation"]
+    settings = Settings.of(tyro.cli(Options, args=asked), "python -m benchmarks.compare")
+    assert (settings.batch_size, settings.steps, settings.warmup, settings.rounds) == (64, 5, 2, 3)
+    assert settings.larger_batches == () and not settings.compiled and not settings.ablation
+    monkeypatch.setattr(benchmarks.compare, "run", lambda settings: pytest.fail("it measured"))
+    with pytest.raises(SystemExit) as done:
+        benchmarks.compare.main(["--help"])
+    assert done.value.code == 0 and "--larger-batches" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="at least 1"):
+        compare(torch.device("cpu"), 4, 0, 1, 1, tmp_path, ablation=False)
 
 
 @pytest.mark.slow

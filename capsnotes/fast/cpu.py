@@ -7,6 +7,14 @@ several times faster than float32, others emulate it slowly). So the trainer tim
 training pass of each candidate on a real batch and builds its run with the fastest, as
 cuDNN's benchmark mode does on a GPU. PyTorch has no public query for bf16 units, so
 :func:`cpu_matmul_rates` measures how much faster a bf16 matrix product is.
+
+Both time with ``time.perf_counter`` rather than ``torch.utils.benchmark.Timer``,
+because they run before every CPU training run and so take as few passes as decide:
+one warm-up, then the fastest of ``repeats`` (the candidates for a run taking turns).
+A Timer measures one statement at a time and runs at least two untimed passes per
+measurement (``timeit``), or as many as fill its minimum run time
+(``blocked_autorange``): it would triple the passes, each up to a second of the
+paper's model, and could not interleave the candidates.
 """
 
 from __future__ import annotations
