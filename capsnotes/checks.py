@@ -54,8 +54,8 @@ def check_sizes(**sizes: int | Sequence[int]) -> None:
     """Each keyword a positive ``int`` (``True`` does not count), or a sequence of
     them (named ``hidden[1]``): a layer's sizes."""
     for name, value in sizes.items():
-        items = enumerate(value) if isinstance(value, Sequence) else [(None, value)]
-        for index, size in items:
+        many = isinstance(value, Sequence) and not isinstance(value, str)
+        for index, size in enumerate(value) if many else [(None, value)]:
             label = name if index is None else f"{name}[{index}]"
             if isinstance(size, bool) or not isinstance(size, int):
                 kind = type(size).__name__
@@ -137,17 +137,10 @@ def check_squash(s: object, dim: object, eps: object) -> None:
         )
 
 
-def check_votes(
-    u_hat: object, iterations: object = 3, return_coupling: object = False
-) -> None:
-    """Routing's door: votes ``[batch, child, parent, dim]``, ``r ≥ 1``, a bool."""
+def check_votes(u_hat: object, iterations: object = 3) -> None:
+    """Routing's door: votes ``[batch, child, parent, dim]`` and ``r ≥ 1``."""
     _float_tensor("u_hat", u_hat, "[batch, child, parent, dim]", (None,) * 4)
     check_iterations(iterations)
-    if not isinstance(return_coupling, bool):
-        kind = type(return_coupling).__name__
-        raise TypeError(
-            f"return_coupling must be a bool, got {kind} {return_coupling!r}"
-        )
 
 
 def check_features(features: object, conv: nn.Conv2d) -> None:

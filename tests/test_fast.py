@@ -6,7 +6,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from capsnotes import CapsNet, CapsNetConfig, DigitCapsules, capsnet_loss, dynamic_routing
+from capsnotes import (
+    CapsNet,
+    CapsNetConfig,
+    DigitCapsules,
+    capsnet_loss,
+    dynamic_routing,
+    dynamic_routing_with_couplings,
+)
 from capsnotes.fast import speed_up
 from capsnotes.fast.convolution import MatmulConv2d, conv2d_as_matmul, patches
 from capsnotes.fast.cpu import (
@@ -144,18 +151,19 @@ def test_fused_routing_gradcheck_float64():
     assert torch.autograd.gradcheck(lambda u: fused_dynamic_routing(u, 3), (u_hat,))
 
 
-def test_fused_routing_falls_back_to_the_reference_for_the_couplings():
-    u_hat = torch.randn(2, 6, 3, 4)
-    v, c = fused_dynamic_routing(u_hat, 2, return_coupling=True)
+def test_fused_digit_capsules_take_the_couplings_from_the_reference():
+    layer = FusedDigitCapsules(in_caps=6, in_dim=4, out_caps=3, out_dim=5, iterations=2)
+    u = torch.randn(2, 6, 4)
+    v, c = layer.forward_with_couplings(u)
     torch.testing.assert_close(c.sum(-1), torch.ones(2, 6))
-    torch.testing.assert_close(v, fused_dynamic_routing(u_hat, 2))
+    torch.testing.assert_close(v, layer(u))
 
 
 def test_routing_parents_first_gives_every_iteration_of_the_paper_s():
     u_hat = torch.randn(3, 9, 4, 5, dtype=torch.float64)
     _, passes = route_parents_first(u_hat.transpose(1, 2).contiguous(), 4)
     for r, (coupling, _, v) in enumerate(passes, start=1):
-        reference, c = dynamic_routing(u_hat, r, return_coupling=True)
+        reference, c = dynamic_routing_with_couplings(u_hat, r)
         torch.testing.assert_close(v, reference)
         torch.testing.assert_close(coupling.transpose(1, 2), c)
 
