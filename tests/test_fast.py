@@ -21,11 +21,10 @@ from capsnotes.fast.cpu import (
     choose_cpu_implementation,
     cpu_matmul_rates,
 )
-from capsnotes.fast.plan import BF16_SPEEDUP
+from capsnotes.fast.plan import BF16_SPEEDUP, plan_for
 from capsnotes.fast.precision import device_name, resolve_device
 from capsnotes.fast.routing import FusedDigitCapsules, fused_dynamic_routing, route_parents_first
-from capsnotes.training.config import TrainConfig
-from capsnotes.training.train import plan_for
+from capsnotes.training.config import TrainConfig, build_model
 from tests.conftest import TINY
 
 
@@ -221,20 +220,21 @@ def fake_clock(monkeypatch, native: float, matmul: float, bf16_factor: float) ->
 
 def bf16_rates(monkeypatch, speedup: float) -> None:
     rates = MatmulRates((1024,), 200.0, 200.0 * speedup)
-    monkeypatch.setattr("capsnotes.training.train.cpu_matmul_rates", lambda: rates)
+    monkeypatch.setattr("capsnotes.fast.cpu.cpu_matmul_rates", lambda: rates)
 
 
 def refuse_probe(monkeypatch) -> None:
     def refuse():
         raise AssertionError("the bf16 probe ran although it was not needed")
 
-    monkeypatch.setattr("capsnotes.training.train.cpu_matmul_rates", refuse)
+    monkeypatch.setattr("capsnotes.fast.cpu.cpu_matmul_rates", refuse)
 
 
 def timed_plan(**choices):
     """The plan of a tiny CapsNet's run on the CPU, its open choices timed on BATCH."""
     config = TrainConfig(model=TINY, **choices.pop("config", {}))
-    return plan_for(config, "cpu", sample=lambda: BATCH, **choices)
+    trial = {"sample": lambda: BATCH, "make_model": lambda: build_model(config)}
+    return plan_for(config, "cpu", **trial, **choices)
 
 
 def test_the_fastest_of_the_candidates_is_chosen(monkeypatch):
