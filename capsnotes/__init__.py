@@ -2,8 +2,9 @@
 
 The paper, importable from here::
 
-    squash, dynamic_routing, PrimaryCapsules, DigitCapsules, Decoder, mask_capsules,
-    margin_loss, reconstruction_loss, capsnet_loss, CapsNet, CapsNetConfig
+    squash, dynamic_routing (and dynamic_routing_with_couplings), PrimaryCapsules,
+    DigitCapsules, Decoder, mask_capsules, margin_loss, reconstruction_loss,
+    capsnet_loss, CapsNet, CapsNetConfig
 
 Beside the paper, in folders of their own and imported when used: the digits
 (``capsnotes.data``), training (``capsnotes.training``), the experiments beyond MNIST
@@ -14,7 +15,7 @@ from .capsules import DigitCapsules, PrimaryCapsules
 from .decoder import Decoder, mask_capsules
 from .losses import capsnet_loss, margin_loss, reconstruction_loss
 from .model import CapsNet, CapsNetConfig, CapsNetOutput
-from .routing import DynamicRouting, dynamic_routing
+from .routing import DynamicRouting, dynamic_routing, dynamic_routing_with_couplings
 from .squash import Squash, squash
 
 __version__ = "0.3.0"
@@ -31,6 +32,7 @@ __all__ = [
     "__version__",
     "capsnet_loss",
     "dynamic_routing",
+    "dynamic_routing_with_couplings",
     "margin_loss",
     "mask_capsules",
     "reconstruction_loss",

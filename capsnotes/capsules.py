@@ -17,7 +17,13 @@ from jaxtyping import Float
 from torch import Tensor, nn
 
 from .checks import check_capsules, check_features, check_iterations, check_sizes
-from .routing import Couplings, Outputs, Votes, dynamic_routing
+from .routing import (
+    Couplings,
+    Outputs,
+    Votes,
+    dynamic_routing,
+    dynamic_routing_with_couplings,
+)
 from .squash import squash
 
 #: Standard deviation of the normal initialisation of ``W_ij``.
@@ -114,10 +120,14 @@ class DigitCapsules(nn.Module):
         check_capsules("u", u, self.in_caps, self.in_dim)
         return torch.einsum("ijdk,bik->bijd", self.weight, u)
 
-    def forward(
-        self, u: Float[Tensor, "batch child in_dim"], return_coupling: bool = False
-    ) -> Outputs | tuple[Outputs, Couplings]:
-        return dynamic_routing(self.votes(u), self.iterations, return_coupling)
+    def forward(self, u: Float[Tensor, "batch child in_dim"]) -> Outputs:
+        return dynamic_routing(self.votes(u), self.iterations)
+
+    def forward_with_couplings(
+        self, u: Float[Tensor, "batch child in_dim"]
+    ) -> tuple[Outputs, Couplings]:
+        """The outputs and the last iteration's couplings ``[batch, child, parent]``."""
+        return dynamic_routing_with_couplings(self.votes(u), self.iterations)
 
     def extra_repr(self) -> str:
         return (

@@ -23,12 +23,15 @@ import torch
 from torch import Tensor, nn
 
 
-def _float_tensor(
-    name: str, value: object, layout: str, shape: Sequence[int | None] | None = None
+def float_tensor(
+    name: str,
+    value: object,
+    layout: str = "",
+    shape: Sequence[int | None] | None = None,
 ) -> Tensor:
     """``value`` if it is a floating-point tensor, with ``shape`` of that shape (None:
     any size on that axis), as ``layout`` describes it."""
-    expected = f"a floating-point torch.Tensor {layout}"
+    expected = f"a floating-point torch.Tensor {layout}".rstrip()
     if not torch.is_tensor(value):
         raise TypeError(f"{name} must be {expected}, got {type(value).__name__}")
     if not value.is_floating_point():
@@ -54,8 +57,8 @@ def check_sizes(**sizes: int | Sequence[int]) -> None:
     """Each keyword a positive ``int`` (``True`` does not count), or a sequence of
     them (named ``hidden[1]``): a layer's sizes."""
     for name, value in sizes.items():
-        items = enumerate(value) if isinstance(value, Sequence) else [(None, value)]
-        for index, size in items:
+        many = isinstance(value, Sequence) and not isinstance(value, str)
+        for index, size in enumerate(value) if many else [(None, value)]:
             label = name if index is None else f"{name}[{index}]"
             if isinstance(size, bool) or not isinstance(size, int):
                 kind = type(size).__name__
@@ -123,7 +126,7 @@ def check_squash_options(dim: object, eps: object) -> None:
 
 def check_squash(s: object, dim: object, eps: object) -> None:
     """``squash``'s door: ``s`` floats with at least one axis, ``dim`` one of them."""
-    s = _float_tensor("s", s, "with at least one dimension")
+    s = float_tensor("s", s, "with at least one dimension")
     if s.dim() == 0:
         raise ValueError(
             "s must be a floating-point torch.Tensor with at least one dimension, "
@@ -137,17 +140,10 @@ def check_squash(s: object, dim: object, eps: object) -> None:
         )
 
 
-def check_votes(
-    u_hat: object, iterations: object = 3, return_coupling: object = False
-) -> None:
-    """Routing's door: votes ``[batch, child, parent, dim]``, ``r ≥ 1``, a bool."""
-    _float_tensor("u_hat", u_hat, "[batch, child, parent, dim]", (None,) * 4)
+def check_votes(u_hat: object, iterations: object = 3) -> None:
+    """Routing's door: votes ``[batch, child, parent, dim]`` and ``r ≥ 1``."""
+    float_tensor("u_hat", u_hat, "[batch, child, parent, dim]", (None,) * 4)
     check_iterations(iterations)
-    if not isinstance(return_coupling, bool):
-        kind = type(return_coupling).__name__
-        raise TypeError(
-            f"return_coupling must be a bool, got {kind} {return_coupling!r}"
-        )
 
 
 def check_features(features: object, conv: nn.Conv2d) -> None:
@@ -158,7 +154,7 @@ def check_features(features: object, conv: nn.Conv2d) -> None:
         f"[batch, {channels}, height, width] (height x width at least the kernel, "
         f"{high}x{wide})"
     )
-    maps = _float_tensor("features", features, layout, (None, channels, None, None))
+    maps = float_tensor("features", features, layout, (None, channels, None, None))
     if maps.shape[2] < high or maps.shape[3] < wide:
         raise ValueError(
             f"features must be a floating-point torch.Tensor {layout}, got shape "
@@ -168,7 +164,7 @@ def check_features(features: object, conv: nn.Conv2d) -> None:
 
 def check_capsules(name: str, capsules: object, count: int, dim: int) -> None:
     """A layer of capsules ``[batch, count, dim]`` (the digit capsules' input ``u``)."""
-    _float_tensor(name, capsules, f"[batch, {count}, {dim}]", (None, count, dim))
+    float_tensor(name, capsules, f"[batch, {count}, {dim}]", (None, count, dim))
 
 
 def check_masking(
@@ -183,7 +179,7 @@ def check_masking(
         f"[batch, {'classes' if num_classes is None else num_classes}, "
         f"{'dim' if dim is None else dim}]"
     )
-    capsules = _float_tensor("capsules", capsules, layout, (None, num_classes, dim))
+    capsules = float_tensor("capsules", capsules, layout, (None, num_classes, dim))
     check_labels(classes, capsules.shape[0], capsules.shape[1], "classes")
 
 
@@ -192,7 +188,7 @@ def check_margin_loss(
 ) -> None:
     """The margin loss's door: capsules ``[batch, classes, dim]``; class indices
     ``[batch]`` or a presence matrix ``[batch, classes]``; three real numbers."""
-    v = _float_tensor("v", v, "[batch, classes, dim]", (None, None, None))
+    v = float_tensor("v", v, "[batch, classes, dim]", (None, None, None))
     batch, classes = v.shape[:2]
     expected = (
         f"class indices [{batch}] or a presence matrix [{batch}, {classes}] "
@@ -214,7 +210,7 @@ def check_reconstruction_loss(
     """The reconstruction loss's door: ``[batch, ...]`` reconstructions, and images
     of as many examples and as many values per example; a non-negative weight."""
     layout = "[batch, ...] (at least 2 dimensions)"
-    reconstructions = _float_tensor("reconstructions", reconstructions, layout)
+    reconstructions = float_tensor("reconstructions", reconstructions, layout)
     shape = tuple(reconstructions.shape)
     if len(shape) < 2:
         raise ValueError(
@@ -246,4 +242,4 @@ def check_capsule_output(output: object) -> None:
                 f"output must be what a CapsNet returns, with the tensors capsules "
                 f"and reconstructions, got {type(output).__name__}"
             )
-        _float_tensor(f"output.{name}", getattr(output, name), layout)
+        float_tensor(f"output.{name}", getattr(output, name), layout)

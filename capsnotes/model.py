@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
 from .capsules import DigitCapsules, PrimaryCapsules, conv_output_size
-from .checks import check_images, check_labels
+from .checks import check_images, check_labels, check_sizes
 from .decoder import Decoder
 
 
@@ -56,15 +56,7 @@ class CapsNetConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "decoder_hidden", tuple(self.decoder_hidden))  # JSON
-        for field, value in dataclasses.asdict(self).items():
-            sizes = enumerate(value) if isinstance(value, tuple) else [(None, value)]
-            for index, size in sizes:
-                name = field if index is None else f"{field}[{index}]"
-                if isinstance(size, bool) or not isinstance(size, int):
-                    kind = type(size).__name__
-                    raise TypeError(f"{name} must be a positive int, got {kind} {size}")
-                if size < 1:
-                    raise ValueError(f"{name} must be a positive int, got {size}")
+        check_sizes(**dataclasses.asdict(self))
         if self.num_classes < 2:
             raise ValueError(f"num_classes must be at least 2, got {self.num_classes}")
         # raises if an image is too small for the two convolutions
@@ -99,7 +91,9 @@ class CapsNet(nn.Module):
     capsule of the label when given, of the prediction otherwise.
     """
 
-    def __init__(self, config: CapsNetConfig | None = None, **overrides: Any) -> None:
+    def __init__(
+        self, config: CapsNetConfig | None = None, **overrides: int | tuple[int, ...]
+    ) -> None:
         super().__init__()
         config = dataclasses.replace(config or CapsNetConfig(), **overrides)
         self.config = config
@@ -134,11 +128,11 @@ class CapsNet(nn.Module):
         check_images(images, self.config)
         return self.primary(torch.relu(self.conv1(images)))
 
-    def encode(self, images: Tensor, return_coupling: bool = False) -> Any:
-        """Images → digit capsules ``[B, num_classes, digit_dim]`` (and the last
-        coupling coefficients ``[B, num_primary, num_classes]`` if asked)."""
-        u = self.primary_capsules(images)
-        return self.digits(u, return_coupling=return_coupling)
+    def encode(
+        self, images: Float[Tensor, "batch channel height width"]
+    ) -> Float[Tensor, "batch class digit_dim"]:
+        """Images → digit capsules ``v``."""
+        return self.digits(self.primary_capsules(images))
 
     def forward(
         self,

@@ -25,9 +25,9 @@ Outputs = Float[Tensor, "batch parent dim"]
 Couplings = Float[Tensor, "batch child parent"]
 
 
-def dynamic_routing(
-    u_hat: Votes, iterations: int = 3, return_coupling: bool = False
-) -> Outputs | tuple[Outputs, Couplings]:
+def dynamic_routing_with_couplings(
+    u_hat: Votes, iterations: int = 3
+) -> tuple[Outputs, Couplings]:
     r"""Route the votes ``u_hat`` to the parent capsules (Procedure 1).
 
     .. math::
@@ -36,12 +36,11 @@ def dynamic_routing(
         v_j = \operatorname{squash}(s_j), \quad
         b_{ij} \leftarrow b_{ij} + \hat u_{j|i}\cdot v_j .
 
-    ``iterations`` is ``r ≥ 1`` (1: one pass with uniform coupling). Returns ``v``, and
-    with ``return_coupling`` also the couplings ``c`` of the last iteration, where every
-    ``c[b, i, :]`` sums to 1.
+    ``iterations`` is ``r ≥ 1`` (1: one pass with uniform coupling). Returns ``v`` and
+    the couplings ``c`` of the last iteration, where every ``c[b, i, :]`` sums to 1.
     """
     # line 1: the votes û_{j|i} of every child i for every parent j, and r
-    check_votes(u_hat, iterations, return_coupling)
+    check_votes(u_hat, iterations)
     batch, children, parents, _ = u_hat.shape
     # line 2: b_ij ← 0, per example: no image's routing depends on another's
     logits = u_hat.new_zeros(batch, children, parents)  # b
@@ -55,8 +54,14 @@ def dynamic_routing(
         # line 7: b_ij ← b_ij + û_{j|i} · v_j (not after the last pass: never read)
         if iteration + 1 < iterations:
             logits = logits + torch.einsum("bijd,bjd->bij", u_hat, v)
-    # line 8: return v_j
-    return (v, coupling) if return_coupling else v
+    # line 8: return v_j (and the last pass's c_ij, which the figures draw)
+    return v, coupling
+
+
+def dynamic_routing(u_hat: Votes, iterations: int = 3) -> Outputs:
+    """The parents' outputs ``v`` ``[batch, parent, dim]`` of routing ``u_hat``
+    (:func:`dynamic_routing_with_couplings` without the couplings)."""
+    return dynamic_routing_with_couplings(u_hat, iterations)[0]
 
 
 class DynamicRouting(nn.Module):

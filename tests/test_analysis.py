@@ -11,7 +11,7 @@ from capsbook.analysis import (
     perturb_dimensions,
     sweep_figure,
 )
-from capsnotes import CapsNet, dynamic_routing
+from capsnotes import CapsNet, dynamic_routing, dynamic_routing_with_couplings
 from capsnotes.data import ImageSet
 from capsnotes.training.evaluation import routing_statistics
 from tests.conftest import TINY
@@ -44,7 +44,7 @@ def test_routing_statistics_match_a_direct_computation():
         u = model.primary_capsules(images)
         u_hat = model.digits.votes(u)
         for r in (1, 2, 3):
-            v, c = dynamic_routing(u_hat, r, return_coupling=True)
+            v, c = dynamic_routing_with_couplings(u_hat, r)
             h = -(c * c.log()).sum(-1)
             w = u.norm(dim=-1)
             assert stats.entropy[r - 1] == pytest.approx(h.mean().item(), rel=1e-5)

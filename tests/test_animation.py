@@ -20,7 +20,7 @@ from capsbook.animation import (
     shown_parents,
     vote_plane,
 )
-from capsnotes import CapsNet, dynamic_routing
+from capsnotes import CapsNet, dynamic_routing_with_couplings
 from tests.conftest import TINY
 
 
@@ -50,7 +50,7 @@ def test_frame_t_is_routing_with_r_t(model, image):
     assert frames["outputs"].shape == (4, parents, TINY.digit_dim)
     torch.testing.assert_close(frames["votes"], votes[0])
     for t in range(1, 5):
-        v, c = dynamic_routing(votes, t, return_coupling=True)
+        v, c = dynamic_routing_with_couplings(votes, t)
         torch.testing.assert_close(frames["couplings"][t - 1], c[0])
         torch.testing.assert_close(frames["outputs"][t - 1], v[0])
     # iteration 1 splits evenly; the couplings move after it, each child's summing to 1

@@ -25,6 +25,7 @@ from capsnotes import (
     Squash,
     capsnet_loss,
     dynamic_routing,
+    dynamic_routing_with_couplings,
     margin_loss,
     mask_capsules,
     reconstruction_loss,
@@ -186,11 +187,6 @@ PAPER_CASES = {
         TypeError,
         r"u_hat must be .*\[batch, child, parent, dim\], got ndarray",
     ),
-    "routing, return_coupling 1": (
-        lambda: dynamic_routing(VOTES, 3, 1),
-        TypeError,
-        "return_coupling must be a bool, got int 1",
-    ),
     "routing module, votes of 5 axes": (
         lambda: DynamicRouting(2)(VOTES.unsqueeze(0)),
         ValueError,
@@ -288,11 +284,6 @@ PAPER_CASES = {
         lambda: small_digits().votes((1.0, 2.0)),
         TypeError,
         "u must be a floating-point torch.Tensor .*, got tuple",
-    ),
-    "digit capsules, return_coupling as a string": (
-        lambda: small_digits()(torch.rand(2, 6, 4), return_coupling="yes"),
-        TypeError,
-        "return_coupling must be a bool, got str 'yes'",
     ),
     "digit capsules, no inputs": (
         lambda: DigitCapsules(in_caps=0),
@@ -763,11 +754,12 @@ def call_every_function(device, dtype):
         return {
             "squash": squash(votes, dim=1, eps=0),
             "Squash": Squash(dim=-2, eps=1e-3)(votes),
-            "dynamic_routing": dynamic_routing(votes, 1, return_coupling=True),
+            "dynamic_routing_with_couplings": dynamic_routing_with_couplings(votes, 1),
             "DynamicRouting": DynamicRouting(2)(votes),
             "PrimaryCapsules": layers["primary"](torch.rand(2, 8, 5, 6, **floats)),
             "DigitCapsules.votes": layers["digits"].votes(u),
-            "DigitCapsules": layers["digits"](u, return_coupling=True),
+            "DigitCapsules": layers["digits"](u),
+            "DigitCapsules, couplings": layers["digits"].forward_with_couplings(u),
             "mask_capsules": mask_capsules(capsules, labels),
             "Decoder": layers["decoder"](capsules, labels),
             "margin_loss": margin_loss(capsules, labels, 0.9, 0.1, 1),

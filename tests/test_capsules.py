@@ -50,8 +50,10 @@ def test_digit_capsules_votes_are_w_times_u():
 def test_digit_capsules_parameters_and_output():
     layer = DigitCapsules()
     assert sum(p.numel() for p in layer.parameters()) == 1152 * 10 * 16 * 8 == 1_474_560
-    v, c = layer(squash(torch.randn(2, 1152, 8)), return_coupling=True)
+    u = squash(torch.randn(2, 1152, 8))
+    v, c = layer.forward_with_couplings(u)
     assert v.shape == (2, 10, 16) and c.shape == (2, 1152, 10)
+    torch.testing.assert_close(layer(u), v)
     assert "iterations=3" in repr(layer)
 
 

@@ -18,7 +18,7 @@ from capsbook.diagrams import (
     shape_text,
     votes_add_up,
 )
-from capsnotes import CapsNet, dynamic_routing
+from capsnotes import CapsNet, dynamic_routing_with_couplings
 from tests.conftest import TINY
 
 
@@ -111,7 +111,7 @@ def test_one_child_s_couplings_are_routing_s_and_split_its_vote():
     with torch.no_grad():
         u_hat = model.digits.votes(model.primary_capsules(image))
     for t in range(1, 5):
-        v, c = dynamic_routing(u_hat, t, return_coupling=True)
+        v, c = dynamic_routing_with_couplings(u_hat, t)
         torch.testing.assert_close(couplings[t - 1], c[0, child])
         # the agreement the iteration adds to the child's logits: û_{j|i}·v_j
         torch.testing.assert_close(
@@ -166,11 +166,11 @@ def test_the_idea_of_routing_shows_routing_s_numbers():
     with torch.no_grad():
         u_hat = model.digits.votes(model.primary_capsules(image)).double()
     r = model.digits.iterations
-    v, _ = dynamic_routing(u_hat, r, return_coupling=True)
+    v, _ = dynamic_routing_with_couplings(u_hat, r)
     lengths = v[0].norm(dim=-1)
     assert numbers["rival"] == max((j for j in range(10) if j != 2), key=lambda j: lengths[j])
     for t in range(1, r + 1):
-        _, c = dynamic_routing(u_hat, t, return_coupling=True)
+        _, c = dynamic_routing_with_couplings(u_hat, t)
         torch.testing.assert_close(numbers["couplings"][t - 1], c[0, child])
     for j in (2, numbers["rival"]):
         longest = u_hat[0, :, j].norm(dim=-1).topk(6).indices

@@ -3,7 +3,7 @@
 import pytest
 
 from capsbook.display import PROCEDURE_1, beside_procedure, show_source, without_math_blocks
-from capsnotes import dynamic_routing, margin_loss, squash
+from capsnotes import dynamic_routing_with_couplings, margin_loss, squash
 
 
 def test_math_blocks_leave_and_the_words_stay():
@@ -30,7 +30,7 @@ def test_math_blocks_leave_and_the_words_stay():
 
 
 def test_shown_source_is_the_package_source_with_its_place():
-    for function in (squash, dynamic_routing, margin_loss):
+    for function in (squash, dynamic_routing_with_couplings, margin_loss):
         source = show_source(function)
         assert ".. math::" not in source.code
         assert source.code.startswith(f"def {function.__name__}(")
@@ -39,14 +39,14 @@ def test_shown_source_is_the_package_source_with_its_place():
 
 
 def test_procedure_1_stands_beside_every_line_of_the_routing_code():
-    shown = beside_procedure(dynamic_routing)
+    shown = beside_procedure(dynamic_routing_with_couplings)
     assert [number for number, _, _ in shown.rows] == list(range(1, len(PROCEDURE_1) + 1))
     assert all(code for number, _, code in shown.rows if number > 1)  # each step computed
     code = {number: code for number, _, code in shown.rows}
     assert "softmax(dim=2)" in code[4] and "squash(s)" in code[6] and "einsum" in code[7]
     assert "u_hat.shape" in code[1]  # the procedure's inputs
     # nothing of the body is lost: every code line of the function appears once
-    body = show_source(dynamic_routing).code.split('"""')[-1]
+    body = show_source(dynamic_routing_with_couplings).code.split('"""')[-1]
     statements = [line.strip() for line in body.splitlines() if line.strip()]
     statements = [line.split("# line")[0].strip() for line in statements]
     shown_lines = [line.strip() for _, _, c in shown.rows for line in c.splitlines()]

@@ -6,7 +6,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from capsnotes import CapsNet, CapsNetConfig, DigitCapsules, capsnet_loss, dynamic_routing
+from capsnotes import (
+    CapsNet,
+    CapsNetConfig,
+    DigitCapsules,
+    capsnet_loss,
+    dynamic_routing,
+    dynamic_routing_with_couplings,
+)
 from capsnotes.fast import speed_up
 from capsnotes.fast.convolution import MatmulConv2d, conv2d_as_matmul, patches
 from capsnotes.fast.cpu import (
@@ -14,11 +21,10 @@ from capsnotes.fast.cpu import (
     choose_cpu_implementation,
     cpu_matmul_rates,
 )
-from capsnotes.fast.plan import BF16_SPEEDUP
+from capsnotes.fast.plan import BF16_SPEEDUP, plan_for
 from capsnotes.fast.precision import device_name, resolve_device
 from capsnotes.fast.routing import FusedDigitCapsules, fused_dynamic_routing, route_parents_first
-from capsnotes.training.config import TrainConfig
-from capsnotes.training.train import plan_for
+from capsnotes.training.config import TrainConfig, build_model
 from tests.conftest import TINY
 
 
@@ -144,18 +150,19 @@ def test_fused_routing_gradcheck_float64():
     assert torch.autograd.gradcheck(lambda u: fused_dynamic_routing(u, 3), (u_hat,))
 
 
-def test_fused_routing_falls_back_to_the_reference_for_the_couplings():
-    u_hat = torch.randn(2, 6, 3, 4)
-    v, c = fused_dynamic_routing(u_hat, 2, return_coupling=True)
+def test_fused_digit_capsules_take_the_couplings_from_the_reference():
+    layer = FusedDigitCapsules(in_caps=6, in_dim=4, out_caps=3, out_dim=5, iterations=2)
+    u = torch.randn(2, 6, 4)
+    v, c = layer.forward_with_couplings(u)
     torch.testing.assert_close(c.sum(-1), torch.ones(2, 6))
-    torch.testing.assert_close(v, fused_dynamic_routing(u_hat, 2))
+    torch.testing.assert_close(v, layer(u))
 
 
 def test_routing_parents_first_gives_every_iteration_of_the_paper_s():
     u_hat = torch.randn(3, 9, 4, 5, dtype=torch.float64)
     _, passes = route_parents_first(u_hat.transpose(1, 2).contiguous(), 4)
     for r, (coupling, _, v) in enumerate(passes, start=1):
-        reference, c = dynamic_routing(u_hat, r, return_coupling=True)
+        reference, c = dynamic_routing_with_couplings(u_hat, r)
         torch.testing.assert_close(v, reference)
         torch.testing.assert_close(coupling.transpose(1, 2), c)
 
@@ -213,20 +220,21 @@ def fake_clock(monkeypatch, native: float, matmul: float, bf16_factor: float) ->
 
 def bf16_rates(monkeypatch, speedup: float) -> None:
     rates = MatmulRates((1024,), 200.0, 200.0 * speedup)
-    monkeypatch.setattr("capsnotes.training.train.cpu_matmul_rates", lambda: rates)
+    monkeypatch.setattr("capsnotes.fast.cpu.cpu_matmul_rates", lambda: rates)
 
 
 def refuse_probe(monkeypatch) -> None:
     def refuse():
         raise AssertionError("the bf16 probe ran although it was not needed")
 
-    monkeypatch.setattr("capsnotes.training.train.cpu_matmul_rates", refuse)
+    monkeypatch.setattr("capsnotes.fast.cpu.cpu_matmul_rates", refuse)
 
 
 def timed_plan(**choices):
     """The plan of a tiny CapsNet's run on the CPU, its open choices timed on BATCH."""
     config = TrainConfig(model=TINY, **choices.pop("config", {}))
-    return plan_for(config, "cpu", sample=lambda: BATCH, **choices)
+    trial = {"sample": lambda: BATCH, "make_model": lambda: build_model(config)}
+    return plan_for(config, "cpu", **trial, **choices)
 
 
 def test_the_fastest_of_the_candidates_is_chosen(monkeypatch):

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from capsnotes import DynamicRouting, dynamic_routing, squash
+from capsnotes import DynamicRouting, dynamic_routing, dynamic_routing_with_couplings, squash
 from capsnotes.experiments.mistakes import routing_over_children
 
 
@@ -31,7 +31,7 @@ def test_shapes():
     u_hat = torch.randn(5, 12, 4, 6)
     v = dynamic_routing(u_hat)
     assert v.shape == (5, 4, 6)
-    v2, c = dynamic_routing(u_hat, return_coupling=True)
+    v2, c = dynamic_routing_with_couplings(u_hat)
     assert c.shape == (5, 12, 4)
     torch.testing.assert_close(v, v2)
 
@@ -39,7 +39,7 @@ def test_shapes():
 @pytest.mark.parametrize("iterations", [1, 2, 3, 5])
 def test_matches_explicit_loops(iterations):
     u_hat = torch.randn(3, 5, 4, 3, dtype=torch.float64)
-    v, c = dynamic_routing(u_hat, iterations, return_coupling=True)
+    v, c = dynamic_routing_with_couplings(u_hat, iterations)
     v_ref, c_ref = loop_routing(u_hat, iterations)
     torch.testing.assert_close(v, v_ref)
     torch.testing.assert_close(c, c_ref)
@@ -56,7 +56,7 @@ def test_hand_computed_two_children_two_parents():
     r = 0.5 / 1.5 / 0.5**0.5  # ‖s_1‖² = 0.5 -> scale 0.5/1.5/sqrt(0.5)
     torch.testing.assert_close(v1[0, 1], torch.tensor([0.5 * r, 0.5 * r], dtype=torch.float64))
     # Agreement: b_00 = 0.5, b_01 = 0.5 r, b_10 = 0.5, b_11 = 0.5 r
-    _, c2 = dynamic_routing(u_hat, iterations=2, return_coupling=True)
+    _, c2 = dynamic_routing_with_couplings(u_hat, iterations=2)
     p = torch.tensor([0.5, 0.5 * r], dtype=torch.float64).softmax(0)
     torch.testing.assert_close(c2[0, 0], p)
     torch.testing.assert_close(c2[0, 1], p)
@@ -65,7 +65,7 @@ def test_hand_computed_two_children_two_parents():
 def test_couplings_sum_to_one_over_parents():
     u_hat = torch.randn(4, 30, 10, 16)
     for iterations in (1, 2, 3):
-        _, c = dynamic_routing(u_hat, iterations, return_coupling=True)
+        _, c = dynamic_routing_with_couplings(u_hat, iterations)
         torch.testing.assert_close(c.sum(dim=2), torch.ones(4, 30))
 
 
@@ -78,7 +78,7 @@ def test_the_sum_check_catches_the_wrong_axis():
 
 def test_one_iteration_is_uniform_coupling():
     u_hat = torch.randn(2, 7, 3, 4)
-    v, c = dynamic_routing(u_hat, iterations=1, return_coupling=True)
+    v, c = dynamic_routing_with_couplings(u_hat, iterations=1)
     torch.testing.assert_close(c, torch.full_like(c, 1 / 3))
     # s_j = Σ_i (1/3) û_{j|i}
     torch.testing.assert_close(v, squash(u_hat.sum(dim=1) / 3))
@@ -86,7 +86,7 @@ def test_one_iteration_is_uniform_coupling():
 
 def test_couplings_become_non_uniform_after_agreement():
     u_hat = torch.randn(2, 20, 5, 8)
-    _, c = dynamic_routing(u_hat, iterations=2, return_coupling=True)
+    _, c = dynamic_routing_with_couplings(u_hat, iterations=2)
     assert (c - 1 / 5).abs().max() > 1e-3
 
 
@@ -95,8 +95,8 @@ def test_agreement_moves_coupling_towards_agreeing_parent():
     torch.manual_seed(1)
     u_hat = torch.randn(1, 50, 4, 8) * 0.1
     u_hat[:, :, 0] = torch.ones(8)
-    _, c1 = dynamic_routing(u_hat, 1, return_coupling=True)
-    _, c3 = dynamic_routing(u_hat, 3, return_coupling=True)
+    _, c1 = dynamic_routing_with_couplings(u_hat, 1)
+    _, c3 = dynamic_routing_with_couplings(u_hat, 3)
     assert (c3[0, :, 0] > c1[0, :, 0]).all()
 
 
@@ -120,7 +120,7 @@ def test_accepts_non_contiguous_votes():
 def test_gradcheck_float64():
     u_hat = torch.randn(2, 6, 3, 4, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda u: dynamic_routing(u, 3), (u_hat,))
-    assert torch.autograd.gradcheck(lambda u: dynamic_routing(u, 2, True)[1], (u_hat,))
+    assert torch.autograd.gradcheck(lambda u: dynamic_routing_with_couplings(u, 2)[1], (u_hat,))
 
 
 def test_module_form():

@@ -21,6 +21,7 @@ from capsnotes import (
     DigitCapsules,
     PrimaryCapsules,
     dynamic_routing,
+    dynamic_routing_with_couplings,
     margin_loss,
     mask_capsules,
     reconstruction_loss,
@@ -67,8 +68,11 @@ def test_the_shapes_in_the_signatures_hold_at_run_time():
     images, labels = torch.rand(3, 1, 28, 28), torch.tensor([1, 2, 3])
     u = checked(CapsNet.primary_capsules)(model, images)
     u_hat = checked(DigitCapsules.votes)(model.digits, u)
-    v, c = checked(dynamic_routing)(u_hat, 3, True)
+    v, c = checked(dynamic_routing_with_couplings)(u_hat, 3)
+    checked(dynamic_routing)(u_hat, 3)
     checked(DigitCapsules.forward)(model.digits, u)
+    checked(DigitCapsules.forward_with_couplings)(model.digits, u)
+    checked(CapsNet.encode)(model, images)
     checked(squash)(u_hat)
     checked(mask_capsules)(v, labels)
     pixels = checked(Decoder.forward)(model.decoder, v, labels)

@@ -14,14 +14,14 @@ from capsnotes.data import load_dataset
 from capsnotes.experiments.convnet import ConvNet, ConvNetConfig
 from capsnotes.experiments.multimnist import PairedCapsNet
 from capsnotes.fast.convolution import MatmulConv2d
-from capsnotes.fast.plan import plan_run
+from capsnotes.fast.plan import plan_for, plan_run
 from capsnotes.fast.precision import Autocast
 from capsnotes.fast.routing import FusedDigitCapsules
 from capsnotes.training.checkpoint import load_checkpoint, save_checkpoint
 from capsnotes.training.config import PROFILES, TrainConfig, build_model, load_run_data, profile
 from capsnotes.training.evaluation import evaluate
 from capsnotes.training.step import TrainingStep
-from capsnotes.training.train import build_optimizer, build_run, estimate_run, plan_for, train
+from capsnotes.training.train import build_optimizer, build_run, estimate_run, train
 from tests.conftest import TINY
 
 #: how the runs compared here compute, so that timing cannot choose differently for each
@@ -215,6 +215,31 @@ def test_resume_refuses_a_different_configuration(mnist_root, tmp_path):
         )
 
 
+def test_a_resumed_run_s_kept_choices_never_silently_override_the_caller_s():
+    """A resumed run keeps its last session's choices (another convolution would change
+    its results); where the caller chose otherwise, the plan refuses and says why."""
+    config = TrainConfig(model=TINY)
+    kept = {"routing": "fused", "convolution": "matmul", "precision": "float32"}
+    assert plan_for(config, "cpu", kept=kept).convolution == "matmul"
+    assert plan_for(config, "cpu", kept=kept, convolution="matmul").convolution == "matmul"
+    assert not plan_for(config, "cpu", kept=kept, fused_adam=False).fused_adam  # not kept
+    refused = r"computed with convolution='matmul' .* convolution='native' would change"
+    with pytest.raises(ValueError, match=refused):
+        plan_for(config, "cpu", kept=kept, convolution="native")
+    assert plan_for(config, "cpu", reference=True, kept=kept).convolution == "native"
+
+
+@pytest.mark.slow
+def test_resume_refuses_to_change_the_kept_convolution(mnist_root, tmp_path):
+    config = TrainConfig(epochs=1, batch_size=32, train_size=64, test_size=50, model=TINY)
+    run = {"data_root": mnist_root, "progress": False}
+    train(config, tmp_path, implementation={"convolution": "matmul", "precision": "float32"}, **run)
+    before = (tmp_path / "history.json").read_text()
+    with pytest.raises(ValueError, match="convolution='native' would change its results"):
+        train(dataclasses.replace(config, epochs=2), tmp_path, implementation=PINNED, **run)
+    assert (tmp_path / "history.json").read_text() == before  # nothing written
+
+
 def test_dataset_must_fit_the_model(mnist_root, tmp_path):
     config = TrainConfig(model=dataclasses.replace(TINY, image_size=36), train_size=10)
     with pytest.raises(ValueError, match=r"model expects images \(1, 36, 36\)"):
@@ -304,7 +329,8 @@ def test_a_fast_cpu_run_times_the_convolutions_on_the_sample():
     # choice among four candidates is tested in test_fast.py)
     config = TrainConfig(model=TINY, weight_averaging=0.9, mixed_precision=False)
     sample = (torch.rand(4, 1, 28, 28), torch.tensor([0, 1, 2, 3]))
-    run = build_run(config, "cpu", plan_for(config, "cpu", sample=lambda: sample))
+    trial = {"sample": lambda: sample, "make_model": lambda: build_model(config)}
+    run = build_run(config, "cpu", plan_for(config, "cpu", **trial))
     assert isinstance(run.model.digits, FusedDigitCapsules) and run.details["routing"] == "fused"
     timed = run.details["step_seconds"]
     assert {"native, float32", "matmul, float32"} <= set(timed)
@@ -317,14 +343,16 @@ def test_a_fast_cpu_run_times_the_convolutions_on_the_sample():
     assert run.result_model is run.average.model
     # an explicit choice overrides the measured one
     chosen = {"convolution": "matmul", "precision": "bfloat16"}
-    forced = build_run(config, "cpu", plan_for(config, "cpu", sample=lambda: sample, **chosen))
+    forced = build_run(config, "cpu", plan_for(config, "cpu", **trial, **chosen))
     assert (
         isinstance(forced.model.conv1, MatmulConv2d) and forced.details["convolution"] == "matmul"
     )
     assert forced.step.model.dtype is torch.bfloat16 and forced.details["precision"] == "bfloat16"
     assert "step_seconds" not in forced.details  # nothing was left to time
     with pytest.raises(ValueError, match="precision must be one of"):
-        plan_for(config, "cpu", sample=lambda: sample, precision="float8")
+        plan_for(config, "cpu", **trial, precision="float8")
+    with pytest.raises(ValueError, match="pass both, or neither"):
+        plan_for(config, "cpu", sample=lambda: sample)
     with pytest.raises(ValueError, match="a CUDA graph needs a CUDA device"):
         plan_for(config, "cpu", cuda_graph=True)
 
@@ -503,7 +531,7 @@ def test_a_run_continued_with_reference_then_fast_code_and_on_another_device(
     train(config, tmp_path, **run)
     train(dataclasses.replace(config, epochs=2), tmp_path, fast=False, **run)
     cpu = json.loads((tmp_path / "history.json").read_text())["device"]
-    monkeypatch.setattr("capsnotes.training.train.device_name", lambda device: "GPU X")
+    monkeypatch.setattr("capsnotes.training.history.device_name", lambda device: "GPU X")
     result = train(dataclasses.replace(config, epochs=3), tmp_path, **run)
     history = result.history
     sessions = history["session_details"]

@@ -36,7 +36,7 @@ from matplotlib.figure import Figure
 from torch import Tensor
 
 from capsbook.plots import COLORS, STYLE
-from capsnotes import CapsNet, dynamic_routing
+from capsnotes import CapsNet, dynamic_routing_with_couplings
 from capsnotes.checks import check_images, check_iterations
 
 #: A dot's area, in points², for a coupling of 1 (an even split over ten parents: 0.1).
@@ -73,7 +73,7 @@ def routing_frames(
     votes = model.digits.votes(model.primary_capsules(image))  # [1, child, parent, dim]
     couplings, outputs = [], []
     for t in range(1, iterations + 1):
-        v, c = dynamic_routing(votes, t, return_coupling=True)
+        v, c = dynamic_routing_with_couplings(votes, t)
         couplings.append(c[0])
         outputs.append(v[0])
     return {

@@ -15,6 +15,7 @@ from capsnotes import (
     PrimaryCapsules,
     capsnet_loss,
     dynamic_routing,
+    dynamic_routing_with_couplings,
     margin_loss,
     mask_capsules,
     reconstruction_loss,
@@ -43,6 +44,7 @@ PARTS: tuple[Piece, ...] = (
         "04_digit_capsules",
         ("__init__", "reset_parameters", "votes", "forward"),
     ),
+    Piece(dynamic_routing_with_couplings, "05_routing"),
     Piece(dynamic_routing, "05_routing"),
     Piece(margin_loss, "06_margin_loss"),
     Piece(mask_capsules, "07_decoder"),
@@ -86,25 +88,25 @@ NOTES: tuple[tuple[Any, str, str], ...] = (
         "u_i of a capsule in the layer below by a weight matrix W_ij” (§2, eq. 2)",
     ),
     (
-        dynamic_routing,
+        dynamic_routing_with_couplings,
         "logits = u_hat.new_zeros(",
         "“for all capsule i in layer l and capsule j in layer (l + 1): b_ij ← 0.” "
         "(Procedure 1, line 2)",
     ),
     (
-        dynamic_routing,
+        dynamic_routing_with_couplings,
         "coupling = logits.softmax(dim=2)",
         "“The coupling coefficients between capsule i and all the capsules in the "
         "layer above sum to 1 and are determined by a ‘routing softmax’” (§2, eq. 3)",
     ),
     (
-        dynamic_routing,
+        dynamic_routing_with_couplings,
         's = torch.einsum("bij,bijd->bjd"',
         "“the total input to a capsule s_j is a weighted sum over all ‘prediction "
         "vectors’ û_j|i from the capsules in the layer below” (§2, eq. 2)",
     ),
     (
-        dynamic_routing,
+        dynamic_routing_with_couplings,
         'logits = logits + torch.einsum("bijd,bjd->bij"',
         "“The agreement is simply the scalar product a_ij = v_j · û_j|i.” (§2)",
     ),

@@ -28,7 +28,7 @@ from matplotlib.figure import Figure
 from torch import Tensor
 
 from capsbook.plots import COLORS, STYLE
-from capsnotes import dynamic_routing
+from capsnotes import dynamic_routing_with_couplings
 
 __all__ = [
     "DEFAULT",
@@ -156,7 +156,7 @@ def route_by_iteration(votes: Preset | Any, iterations: int) -> dict[str, Any]:
     u_hat = votes_tensor(votes)
     steps = []
     for t in range(1, iterations + 1):
-        v, c = dynamic_routing(u_hat, t, return_coupling=True)
+        v, c = dynamic_routing_with_couplings(u_hat, t)
         s = torch.einsum("bij,bijd->bjd", c, u_hat)
         agreement = torch.einsum("bijd,bjd->bij", u_hat, v)
         steps.append({"c": c[0], "s": s[0], "v": v[0], "agreement": agreement[0]})

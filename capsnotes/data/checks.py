@@ -3,33 +3,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-import torch
 from torch import Tensor
 
-from ..checks import check_labels
+from ..checks import check_labels, float_tensor
+from ..checks import check_sizes as positive_ints
 
-
-def float_tensor(
-    name: str,
-    value: object,
-    layout: str = "",
-    shape: Sequence[int | None] | None = None,
-) -> Tensor:
-    """A floating-point tensor; with ``shape``, of that shape (None: any size), as
-    ``layout`` describes it."""
-    expected = f"a floating-point torch.Tensor {layout}".rstrip()
-    if not torch.is_tensor(value):
-        raise TypeError(f"{name} must be {expected}, got {type(value).__name__}")
-    if not value.is_floating_point():
-        raise TypeError(f"{name} must be {expected}, got dtype {value.dtype}")
-    if shape is not None and (
-        value.dim() != len(shape)
-        or any(n not in (None, m) for m, n in zip(value.shape, shape))
-    ):
-        raise ValueError(f"{name} must be {expected}, got shape {tuple(value.shape)}")
-    return value
+__all__ = ["class_indices", "float_tensor", "integer", "positive_ints"]
 
 
 def class_indices(
@@ -52,12 +31,3 @@ def integer(
     if minimum is not None and value < minimum:
         raise ValueError(f"{name} must be {kind.removeprefix('an int ')}, got {value}")
     return value
-
-
-def positive_ints(**values: int | Sequence[int]) -> None:
-    """Each keyword an ``int`` of at least 1, or a sequence of them (``hidden[1]``)."""
-    for name, value in values.items():
-        items = enumerate(value) if isinstance(value, Sequence) else [(None, value)]
-        for index, item in items:
-            label = name if index is None else f"{name}[{index}]"
-            integer(label, item, 1, "a positive int")

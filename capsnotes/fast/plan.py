@@ -1,4 +1,5 @@
-"""How a run computes, decided in one place: :func:`plan_run`.
+"""How a run computes, decided in one place: :func:`plan_run`, and for a real device
+:func:`plan_for`.
 
 Every choice the trainer makes about speed is a field of a :class:`Plan`.
 :func:`plan_run` makes them from the configuration, the device's type and compute
@@ -8,20 +9,24 @@ be overridden by name (``plan_run(..., cuda_graph=False)``), as the benchmarks d
 follows from it follows (float16 brings its loss scaler, a CUDA graph a capturable
 Adam), and a combination that cannot run, or has never run, is refused with a
 ``ValueError`` that says why. On a CPU two choices are timed on a real batch instead
-(:mod:`capsnotes.fast.cpu`): :attr:`Plan.timed`.
+(:mod:`capsnotes.fast.cpu`): :attr:`Plan.timed`. :func:`plan_for` asks the device for
+its capability, keeps a resumed run's choices and times what is left open.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import torch
+from torch import Tensor, nn
 
 from . import CONVOLUTIONS, ROUTINGS
 from .graphs import SCALED_GRAPH_REFUSAL
+from .precision import device_capability, resolve_device
 
 #: The precisions by name, as the records write them, and the dtype each autocasts to
 #: (None: float32 throughout).
@@ -38,6 +43,20 @@ BF16_SPEEDUP = 1.5
 
 #: The choices a plan makes, which can be overridden by name; the other fields follow.
 CHOICES = ("routing", "convolution", "precision", "cuda_graph", "fused_adam", "compile")
+
+
+class RunConfig(Protocol):
+    """What a plan reads of a run's configuration: a
+    :class:`~capsnotes.training.config.TrainConfig`, which this wing, below training,
+    does not import."""
+
+    @property
+    def architecture(self) -> str: ...
+
+    @property
+    def mixed_precision(self) -> bool: ...
+
+    def objective(self, output: Any, *batch: Tensor) -> Any: ...
 
 
 def gpu_precision(capability: tuple[int, int]) -> str:
@@ -190,7 +209,7 @@ class Plan:
 
 
 def plan_run(
-    config: Any,
+    config: RunConfig,
     device_type: str,
     capability: tuple[int, int] | None = None,
     torch_version: str = torch.__version__,
@@ -237,3 +256,62 @@ def plan_run(
         timed=timed,
     )
     return plan.with_choices(**choices)
+
+
+def plan_for(
+    config: RunConfig,
+    device: torch.device | str | None = None,
+    *,
+    reference: bool = False,
+    sample: Callable[[], Sequence[Tensor]] | None = None,
+    make_model: Callable[[], nn.Module] | None = None,
+    kept: dict[str, Any] | None = None,
+    **choices: Any,
+) -> Plan:
+    """The plan a run of ``config`` computes with on ``device``: the rules of
+    :func:`plan_run` (``reference``: the paper's code, float32); then the caller's
+    ``choices`` beside those a resumed run ``kept`` from its last session on this device
+    (a choice that contradicts a kept one is refused: it would change the run's
+    results); then, on a CPU, the fastest of the choices still open, timed on a real
+    batch ``sample()`` with fresh models ``make_model()`` (without them, the rules'
+    defaults), the timings kept."""
+    if (sample is None) != (make_model is None):
+        raise ValueError(
+            "a CPU times its open choices on a batch sample() with models "
+            "make_model(): pass both, or neither"
+        )
+    device = resolve_device(device)
+    plan = plan_run(config, device.type, device_capability(device), reference=reference)
+    if kept and not reference:
+        changed = {k: v for k, v in choices.items() if k in kept and kept[k] != v}
+        if changed:
+            asked = ", ".join(f"{k}={v!r}" for k, v in changed.items())
+            before = ", ".join(f"{k}={kept[k]!r}" for k in changed)
+            raise ValueError(
+                f"the run being resumed computed with {before} on this device, and "
+                f"{asked} would change its results: leave the choice out to keep it, "
+                "or start over (resume=False, --no-resume) or in another folder"
+            )
+        choices = kept | choices
+    plan = plan.with_choices(**choices)
+    if not plan.timed or sample is None:
+        return plan
+    # imported here: the timing module reads this one's DTYPES
+    from .cpu import choose_cpu_implementation, cpu_matmul_rates
+
+    precisions, timings = [plan.precision], {}
+    if "precision" in plan.timed:  # bf16 is timed only where its products are fast
+        rates = cpu_matmul_rates()
+        precisions = ["float32", "bfloat16"][: 1 + (rates.speedup >= BF16_SPEEDUP)]
+        timings["matmul_gflops"] = dataclasses.asdict(rates)
+    timed = "convolution" in plan.timed
+    choice = choose_cpu_implementation(
+        make_model,
+        config.objective,
+        sample(),
+        convolutions=CONVOLUTIONS if timed else [plan.convolution],
+        precisions=precisions,
+    )
+    made = {name: getattr(choice, name) for name in plan.timed}
+    timings = {"step_seconds": choice.seconds} | timings
+    return dataclasses.replace(plan.with_choices(**made), timings=timings)

@@ -18,7 +18,6 @@ import torch
 from torch import Tensor
 
 from ..capsules import DigitCapsules
-from ..routing import dynamic_routing
 from ..squash import squash
 
 
@@ -85,13 +84,10 @@ class FusedRouting(torch.autograd.Function):
         return grad_votes.transpose(1, 2), None
 
 
-def fused_dynamic_routing(
-    u_hat: Tensor, iterations: int = 3, return_coupling: bool = False
-) -> Tensor | tuple[Tensor, Tensor]:
-    """:func:`capsnotes.dynamic_routing` through :class:`FusedRouting` (with
-    ``return_coupling``, through the reference itself)."""
-    if return_coupling:
-        return dynamic_routing(u_hat, iterations, return_coupling)
+def fused_dynamic_routing(u_hat: Tensor, iterations: int = 3) -> Tensor:
+    """:func:`capsnotes.dynamic_routing` through :class:`FusedRouting` (the couplings,
+    which a run never reads, come from the reference:
+    :func:`capsnotes.dynamic_routing_with_couplings`)."""
     return FusedRouting.apply(u_hat, iterations)
 
 
@@ -99,8 +95,8 @@ class FusedDigitCapsules(DigitCapsules):
     """:class:`~capsnotes.DigitCapsules` that routes with :func:`fused_dynamic_routing`:
     the same parameters, ``state_dict`` and results."""
 
-    def forward(self, u: Tensor, return_coupling: bool = False):  # noqa: ANN201
-        return fused_dynamic_routing(self.votes(u), self.iterations, return_coupling)
+    def forward(self, u: Tensor) -> Tensor:
+        return fused_dynamic_routing(self.votes(u), self.iterations)
 
     @classmethod
     def like(cls, layer: DigitCapsules) -> FusedDigitCapsules:

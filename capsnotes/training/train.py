@@ -11,12 +11,10 @@ them (the model, its objective, its data) comes from the configuration.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -24,29 +22,15 @@ import torch
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from .. import __version__
 from ..data import checks
-from ..data.files import write_json
-from ..fast import CONVOLUTIONS, speed_up
-from ..fast.cpu import choose_cpu_implementation, cpu_matmul_rates
+from ..fast import speed_up
 from ..fast.graphs import GraphedStep
-from ..fast.plan import BF16_SPEEDUP, Plan, plan_run
-from ..fast.precision import (
-    Autocast,
-    device_capability,
-    device_name,
-    loss_scaling,
-    resolve_device,
-)
-from .checkpoint import (
-    Checkpoint,
-    load_checkpoint,
-    load_model_state,
-    load_optimizer_state,
-    save_checkpoint,
-)
+from ..fast.plan import Plan, plan_for
+from ..fast.precision import Autocast, loss_scaling, resolve_device
+from .checkpoint import Checkpoint, load_model_state, load_optimizer_state
 from .config import TrainConfig, build_model, load_run_data
 from .evaluation import evaluate
+from .history import RunHistory
 from .step import TrainingStep, WeightAverage
 
 
@@ -99,43 +83,6 @@ class TrainingRun:
         self.scheduler.load_state_dict(checkpoint.scheduler_state)
         if self.scaler is not None and checkpoint.scaler_state:
             self.scaler.load_state_dict(checkpoint.scaler_state)
-
-
-def plan_for(
-    config: TrainConfig,
-    device: torch.device | str | None = None,
-    *,
-    reference: bool = False,
-    sample: Callable[[], Sequence[Tensor]] | None = None,
-    kept: dict[str, Any] | None = None,
-    **choices: Any,
-) -> Plan:
-    """The plan a run of ``config`` computes with on ``device``: the rules of
-    :func:`~capsnotes.fast.plan.plan_run` (``reference``: the paper's code, float32);
-    then the caller's ``choices``, or those a resumed run ``kept`` from its last session
-    on this device; then, on a CPU, the fastest of the choices still open, timed on a
-    real batch ``sample()`` (without one, the rules' defaults), the timings kept."""
-    device = resolve_device(device)
-    plan = plan_run(config, device.type, device_capability(device), reference=reference)
-    plan = plan.with_choices(**((kept if not reference else None) or choices))
-    if not plan.timed or sample is None:
-        return plan
-    precisions, timings = [plan.precision], {}
-    if "precision" in plan.timed:  # bf16 is timed only where its products are fast
-        rates = cpu_matmul_rates()
-        precisions = ["float32", "bfloat16"][: 1 + (rates.speedup >= BF16_SPEEDUP)]
-        timings["matmul_gflops"] = dataclasses.asdict(rates)
-    timed = "convolution" in plan.timed
-    choice = choose_cpu_implementation(
-        lambda: build_model(config),
-        config.objective,
-        sample(),
-        convolutions=CONVOLUTIONS if timed else [plan.convolution],
-        precisions=precisions,
-    )
-    made = {name: getattr(choice, name) for name in plan.timed}
-    timings = {"step_seconds": choice.seconds} | timings
-    return dataclasses.replace(plan.with_choices(**made), timings=timings)
 
 
 def build_optimizer(
@@ -217,19 +164,22 @@ def train(
     checkpoint, which must come from the same configuration but for a larger ``epochs``
     (an extended run trains exactly as a longer one would have). ``fast``: the fast
     paths; ``implementation`` fixes choices of the plan instead of timing them (e.g.
-    ``{"convolution": "native"}``)."""
+    ``{"convolution": "native"}``; one that contradicts a choice the resumed run kept is
+    refused, :func:`~capsnotes.fast.plan.plan_for`)."""
     checks.integer("checkpoint_every", checkpoint_every, minimum=1)
     device = resolve_device(device)
     log = RunHistory(Path(out_dir), config, device, provenance, resume)
     train_data, test_data = load_run_data(config, device, data_root)
+    trains = bool(log.epochs_to_train())
     plan = plan_for(
         config,
         device,
         reference=not fast,
-        # a real batch, for a CPU to time what is open (not when nothing is to train)
+        # a real batch and fresh models, for a CPU to time what is open (if it trains)
         sample=(lambda: next(train_data.batches(config.batch_size)))
-        if log.epochs_to_train()
+        if trains
         else None,
+        make_model=(lambda: build_model(config)) if trains else None,
         kept=log.choices_to_keep(),
         **(implementation or {}),
     )
@@ -241,7 +191,7 @@ def train(
         run.scheduler.step()
         record |= _test(run, test_data)
         log.add(record, run.details)
-        log.save(run, checkpoint_every)
+        log.save(run.state, checkpoint_every)
         if on_epoch_end is not None:
             on_epoch_end(record)
     return TrainResult(run.result_model, log.history, log.out_dir)
@@ -263,7 +213,10 @@ def estimate_run(
     if len(train_data) < size:
         raise ValueError(f"estimate_run needs at least one batch of {size} images")
     sample = lambda: next(train_data.batches(size))  # noqa: E731
-    run = build_run(config, device, plan_for(config, device, sample=sample))
+    plan = plan_for(
+        config, device, sample=sample, make_model=lambda: build_model(config)
+    )
+    run = build_run(config, device, plan)
     generator = torch.Generator(device=device).manual_seed(config.seed)
     batches = (  # epoch after epoch, full batches only
         batch
@@ -271,14 +224,16 @@ def estimate_run(
         for batch in train_data.batches(size, True, config.max_shift, generator)
         if len(batch[0]) == size
     )
+
+    def take(count: int) -> None:
+        """``count`` steps, and a wait for the device to finish them."""
+        stats = [run.step(next(batches)) for _ in range(count)]
+        stats[-1]["correct"].item()
+
     run.model.train()
-    for _ in range(5):
-        stats = run.step(next(batches))
-    stats["correct"].item()  # wait for the device
+    take(5)
     started = time.perf_counter()
-    for _ in range(steps):
-        stats = run.step(next(batches))
-    stats["correct"].item()
+    take(steps)
     step_seconds = (time.perf_counter() - started) / steps
     per_epoch = -(-len(train_data) // size)
     return {
@@ -288,108 +243,6 @@ def estimate_run(
         "run_seconds": step_seconds * per_epoch * config.epochs,
         "plan": run.details,
     }
-
-
-class RunHistory:
-    """A run's history, in ``history.json`` and in the checkpoint (which so carries the
-    history of exactly the epochs its weights have seen): every epoch's record, and
-    every *session*'s (call of :func:`train` that trained) seconds, device, versions,
-    provenance and plan. Its ``device`` names every device the run trained on."""
-
-    def __init__(
-        self,
-        out_dir: Path,
-        config: TrainConfig,
-        device: torch.device,
-        provenance: dict[str, Any] | None,
-        resume: bool,
-    ) -> None:
-        self.out_dir, self.config = out_dir, config
-        self.started = time.perf_counter()
-        self.session = {
-            "device": device_name(device),
-            "torch": torch.__version__,
-            "capsnotes": __version__,
-            "provenance": provenance or {},
-        }
-        self.path = out_dir / "checkpoint.safetensors"
-        self.checkpoint = checkpoint_to_resume(self.path, config) if resume else None
-        if self.checkpoint is None:
-            self.history: dict[str, Any] = {
-                "train_config": config.to_dict(),
-                **{key: self.session[key] for key in ("device", "torch", "capsnotes")},
-                "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                "provenance": provenance or {},
-                "epochs": [],
-            }
-        else:
-            self.history = self.checkpoint.metadata["history"]
-            self.history["train_config"] = config.to_dict()
-        self.done_before = len(self.history["epochs"])
-
-    def epochs_to_train(self) -> range:
-        return range(self.done_before + 1, self.config.epochs + 1)
-
-    def choices_to_keep(self) -> dict[str, Any]:
-        """A fast run resumed on the device of its last session computes as that session
-        did (another convolution or precision would change its results): its choices,
-        or none."""
-        last = (self.history.get("session_details") or [{}])[-1]
-        device = last.get("device", self.history["device"])
-        if device != self.session["device"] or not last.get("fast_paths"):
-            return {}
-        keys = ("routing", "convolution", "precision")
-        return {key: last[key] for key in keys if key in last}
-
-    def add(self, record: dict[str, Any], details: dict[str, Any]) -> None:
-        """Add an epoch's record; the session's first also starts the session."""
-        history = self.history
-        if len(history["epochs"]) == self.done_before:
-            sessions = history.setdefault("session_details", [])
-            for earlier in sessions:  # written before a session named its device
-                earlier.setdefault("device", history["device"])
-            sessions.append(self.session | details)
-            history.setdefault("sessions", []).append(0.0)
-            history["device"] = "; ".join(dict.fromkeys(s["device"] for s in sessions))
-        history["epochs"].append(record)
-        history["sessions"][-1] = time.perf_counter() - self.started
-        history["wall_seconds"] = sum(history["sessions"])
-        history["test_accuracy"] = record["test_accuracy"]
-
-    def save(self, run: TrainingRun, checkpoint_every: int) -> None:
-        """Write ``history.json``, after the checkpoint when one is due: every
-        ``checkpoint_every`` epochs of this session, and after the last epoch."""
-        epoch = len(self.history["epochs"])
-        due = (epoch - self.done_before) % checkpoint_every == 0
-        if due or epoch == self.config.epochs:
-            metadata = {
-                "train_config": self.config.to_dict(),
-                "epoch": epoch,
-                "history": self.history,
-            }
-            save_checkpoint(self.path, metadata=metadata, **run.state())
-        write_json(self.out_dir / "history.json", self.history)
-
-
-def checkpoint_to_resume(path: Path, config: TrainConfig) -> Checkpoint | None:
-    """The checkpoint at ``path`` to continue a run of ``config`` from (None if there is
-    none); raises if it comes from another configuration or has more epochs."""
-    if not path.exists():
-        return None
-    checkpoint = load_checkpoint(path)
-    before = TrainConfig.from_dict(checkpoint.metadata["train_config"])
-    if dataclasses.replace(before, epochs=config.epochs) != config:
-        raise ValueError(
-            f"{path} comes from a different configuration; train into another folder, "
-            "or pass resume=False (--no-resume) to start over"
-        )
-    done = len(checkpoint.metadata["history"]["epochs"])
-    if config.epochs < done:
-        raise ValueError(
-            f"{path} has trained {done} epochs already, more than the {config.epochs} "
-            "asked for"
-        )
-    return checkpoint
 
 
 def epoch_seed(seed: int, epoch: int) -> int:
@@ -408,7 +261,6 @@ def _train_epoch(
     seed = epoch_seed(config.seed, epoch)
     generator = torch.Generator(device=device).manual_seed(seed)
     learning_rate = run.optimizer.param_groups[0]["lr"]
-    stats: list[torch.Tensor] = []  # per step: the loss terms, then the right answers
     started = time.perf_counter()
     shuffled = data.batches(config.batch_size, True, config.max_shift, generator)
     bar = tqdm(
@@ -422,10 +274,14 @@ def _train_epoch(
     # within fork_rng, which gives the caller back its random state afterwards
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         torch.manual_seed(seed)
-        for batch in bar:
-            step_stats = run.step(batch)
-            stats.append(torch.stack([value.float() for value in step_stats.values()]))
-    columns = dict(zip(step_stats, torch.stack(stats).T.tolist()))  # the one wait
+        steps = [
+            run.step(batch) for batch in bar
+        ]  # per step: loss terms, right answers
+    names = list(steps[0])
+    table = torch.stack(
+        [torch.stack([s[name].float() for name in names]) for s in steps]
+    )
+    columns = dict(zip(names, table.T.tolist()))  # the one wait
     seconds = time.perf_counter() - started
     correct = columns.pop("correct")
     record: dict[str, Any] = {"epoch": epoch, "learning_rate": learning_rate}
@@ -450,7 +306,7 @@ def _test(run: TrainingRun, test_data: Any) -> dict[str, Any]:
         scores = evaluate(
             model, test_data, config.objective, batch_size=config.eval_batch_size
         )
-        count = scores.pop("count")
+        del scores["count"]  # len(test_data), below
         record |= {f"test_{name}{suffix}": value for name, value in scores.items()}
     seconds = time.perf_counter() - tested_at
-    return record | {"test_count": count, "eval_seconds": seconds}
+    return record | {"test_count": len(test_data), "eval_seconds": seconds}

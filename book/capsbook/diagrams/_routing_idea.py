@@ -24,7 +24,7 @@ from capsbook.diagrams._draw import (
     is_index,
 )
 from capsbook.diagrams._routing_of_one_child import most_routed_child
-from capsnotes import CapsNet, dynamic_routing
+from capsnotes import CapsNet, dynamic_routing_with_couplings
 
 
 def agreement(votes: Tensor) -> float:
@@ -80,7 +80,7 @@ def routing_idea(model: CapsNet, image: Tensor, label: int, shown: int = 24) -> 
     votes = model.digits.votes(model.primary_capsules(image))[0].double()  # [I, O, D]
     couplings, outputs = [], []
     for t in range(1, iterations + 1):
-        v, c = dynamic_routing(votes[None], t, return_coupling=True)
+        v, c = dynamic_routing_with_couplings(votes[None], t)
         couplings.append(c[0])
         outputs.append(v[0])
     lengths = outputs[-1].norm(dim=-1)

@@ -19,7 +19,7 @@ from capsbook.diagrams._draw import (
     check_shape,
     is_index,
 )
-from capsnotes import CapsNet, dynamic_routing
+from capsnotes import CapsNet, dynamic_routing_with_couplings
 
 
 @torch.no_grad()
@@ -114,7 +114,7 @@ def _couplings(
     u_hat = model.digits.votes(u)
     couplings, outputs = [], []
     for t in range(1, iterations + 1):
-        v, c = dynamic_routing(u_hat, t, return_coupling=True)
+        v, c = dynamic_routing_with_couplings(u_hat, t)
         couplings.append(c[0])
         outputs.append(v[0])
     return u_hat, torch.stack(couplings), torch.stack(outputs)
