@@ -33,11 +33,12 @@ from capsbook.analysis import training_flops
 from capsnotes import CapsNet
 from capsnotes.data import data_root, load_dataset
 from capsnotes.data.files import write_json
+from capsnotes.fast.plan import plan_for
 from capsnotes.fast.precision import device_name, resolve_device
 from capsnotes.training.config import TrainConfig, build_model
 from capsnotes.training.options import DataRoot, Device
 from capsnotes.training.step import TrainingStep
-from capsnotes.training.train import build_run, plan_for
+from capsnotes.training.train import build_run
 
 #: timeline segment → the part of the model it is charged to
 PARTS = {
@@ -107,7 +108,13 @@ def breakdown(device: torch.device, batch_size: int, repeats: int, root=None) ->
     # where the optimizer starts; only the CUDA graph is left out, since its replay
     # cannot be divided.
     sample = lambda: next(data.batches(batch_size))  # noqa: E731
-    run = build_run(config, device, plan_for(config, device, sample=sample, cuda_graph=False))
+    run = build_run(
+        config,
+        device,
+        plan_for(
+            config, device, sample=sample, make_model=lambda: build_model(config), cuda_graph=False
+        ),
+    )
     trainer_step = run.step
     timeline = Timeline(device)
     instrument(run.model, timeline)

@@ -13,7 +13,7 @@ Two scales (``--scale``): ``full``, the paper's model and data for a GPU, and ``
 builds the book (the reasons are in :data:`SCALES`). ``--smoke`` runs the chosen scale's
 stages on tiny subsets with tiny models, in a minute or two on any machine (the tests run
 it). Every run is trained by :func:`capsnotes.training.train.train`, which computes as
-:func:`capsnotes.training.train.plan_for` decides for the device.
+:func:`capsnotes.fast.plan.plan_for` decides for the device.
 """
 
 from __future__ import annotations
@@ -36,11 +36,12 @@ from benchmarks.scales import CPU, FULL, SCALES, Budget, smoke
 from benchmarks.stages import STAGE_BY_NAME, STAGE_TABLE, STAGES, Arm, Stage
 from capsnotes.data import load_dataset
 from capsnotes.data.files import write_json
+from capsnotes.fast.plan import plan_for
 from capsnotes.fast.precision import resolve_device
 from capsnotes.training.config import profile
 from capsnotes.training.options import DataRoot, Device, Out
 from capsnotes.training.pretrained import load_pretrained, save_pretrained
-from capsnotes.training.train import plan_for, train
+from capsnotes.training.train import train
 
 __all__ = ["CPU", "FULL", "SCALES", "STAGES", "STAGE_TABLE", "main", "run_campaign"]
 

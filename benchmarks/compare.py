@@ -69,10 +69,11 @@ from benchmarks.record import RESULTS, command_line, header
 from benchmarks.runs import run_summary
 from capsnotes.data import data_root
 from capsnotes.data.files import write_json
+from capsnotes.fast.plan import plan_for
 from capsnotes.fast.precision import resolve_device
 from capsnotes.training.config import PROFILES, TrainConfig, profile
 from capsnotes.training.options import DataRoot, Device
-from capsnotes.training.train import plan_for, train
+from capsnotes.training.train import train
 
 
 def clock(device: torch.device) -> Callable[[], float]:

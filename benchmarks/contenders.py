@@ -19,9 +19,9 @@ import torch
 
 from benchmarks.baseline import BaselineCapsNet, baseline_loss
 from capsnotes.data import load_dataset
-from capsnotes.fast.plan import Plan
-from capsnotes.training.config import TrainConfig
-from capsnotes.training.train import build_run, plan_for
+from capsnotes.fast.plan import Plan, plan_for
+from capsnotes.training.config import TrainConfig, build_model
+from capsnotes.training.train import build_run
 
 
 def synchronize(device: torch.device) -> None:
@@ -84,7 +84,7 @@ def baseline_stepper(device: torch.device, batch_size: int, root: Path) -> Calla
 @dataclass(frozen=True)
 class Row:
     """A row of the comparison: the trainer's run (its plan,
-    :func:`capsnotes.training.train.plan_for`) with some of the plan's choices replaced by name
+    :func:`capsnotes.fast.plan.plan_for`) with some of the plan's choices replaced by name
     (``choices``), or the reference code, at a batch size; and two techniques the trainer does not
     use, added."""
 
@@ -152,7 +152,14 @@ def capsnotes_stepper(
     data = load_dataset("mnist", train=True, root=root, download=False).to(device)
     config = TrainConfig(batch_size=row.batch_size)
     sample = lambda: next(data.batches(row.batch_size))  # noqa: E731
-    plan = plan_for(config, device, reference=row.reference, sample=sample, **row.choices)
+    plan = plan_for(
+        config,
+        device,
+        reference=row.reference,
+        sample=sample,
+        make_model=lambda: build_model(config),
+        **row.choices,
+    )
     run = build_run(config, device, plan)
     if notes is not None:
         notes["plan"] = {k: v for k, v in run.details.items() if k != "step_seconds"}

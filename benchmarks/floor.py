@@ -38,8 +38,10 @@ from benchmarks.record import RESULTS, command_line, header
 from capsnotes.data import load_dataset
 from capsnotes.data.files import write_json
 from capsnotes.fast.cpu import cpu_matmul_rates
+from capsnotes.fast.plan import plan_for
+from capsnotes.training.config import build_model
 from capsnotes.training.config import profile as training_profile
-from capsnotes.training.train import build_run, plan_for
+from capsnotes.training.train import build_run
 
 #: The product kernels a CPU step runs (the wrappers above them, matmul, linear,
 #: einsum, conv2d, call these).
@@ -172,7 +174,9 @@ def measure(batch_size: int, repeats: int, threads: int) -> dict[str, Any]:
             generator=torch.Generator().manual_seed(0),
         )
     )
-    plan = plan_for(config, "cpu", sample=lambda: batches[0])
+    plan = plan_for(
+        config, "cpu", sample=lambda: batches[0], make_model=lambda: build_model(config)
+    )
     run = build_run(config, "cpu", plan)
     run.step(batches[0])  # Adam makes its state
     seconds = []

@@ -7,7 +7,7 @@ the first thing that fails, saying what it was:
    command line's) and pytest (the stages' GPU tests'); benchmarks/gpu_wheels.sh fetches
    the wheels of both where the image has none;
 2. the device, and the plan the trainer makes for the paper's model on it
-   (:func:`capsnotes.training.train.plan_for`), printed;
+   (:func:`capsnotes.fast.plan.plan_for`), printed;
 3. ``STEPS`` training steps of the paper's model with that plan, through
    :func:`capsnotes.training.train.train` (data on the device, the step, the CUDA graph where the
    plan records one, a test, the checkpoint and the history);
@@ -81,10 +81,11 @@ def preflight(
 
     from benchmarks.record import header
     from capsnotes.data.files import write_json
+    from capsnotes.fast.plan import plan_for
     from capsnotes.fast.precision import device_name, resolve_device
     from capsnotes.training.checkpoint import load_checkpoint
     from capsnotes.training.config import profile
-    from capsnotes.training.train import plan_for, train
+    from capsnotes.training.train import train
 
     resolved = resolve_device(device)
     config = config or profile("paper")

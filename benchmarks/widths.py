@@ -28,9 +28,10 @@ from benchmarks.breakdown import flops_per_image
 from benchmarks.record import RESULTS, command_line, header
 from capsnotes.data import load_dataset
 from capsnotes.data.files import write_json
-from capsnotes.training.config import profile
+from capsnotes.fast.plan import plan_for
+from capsnotes.training.config import build_model, profile
 from capsnotes.training.options import DataRoot
-from capsnotes.training.train import build_run, plan_for
+from capsnotes.training.train import build_run
 
 #: name → (profile, model fields)
 CANDIDATES = {
@@ -67,7 +68,13 @@ def images_per_second(name: str, model: dict, data, steps: int, rounds: int) -> 
     images = data.padded(canvas) if canvas != 28 else data
     generator = torch.Generator().manual_seed(0)
     stream = images.batches(128, shuffle=True, max_shift=2, generator=generator)
-    run = build_run(config, "cpu", plan_for(config, "cpu", sample=lambda: next(stream)))
+    run = build_run(
+        config,
+        "cpu",
+        plan_for(
+            config, "cpu", sample=lambda: next(stream), make_model=lambda: build_model(config)
+        ),
+    )
     for _ in range(2):
         run.step(next(stream))
     times = []
