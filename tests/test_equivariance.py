@@ -17,7 +17,6 @@ from capsbook import stats
 from capsbook.equivariance.fit import (
     PREDICTORS,
     amounts,
-    angle_between,
     fit_linear_map,
     held_out_angles,
     held_out_misses,
@@ -29,6 +28,7 @@ from capsbook.equivariance.fit import (
 )
 from capsbook.equivariance.measure import (
     Transformation,
+    angle_between,
     measure,
     represent,
     rotate_images,

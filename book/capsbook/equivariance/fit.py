@@ -1,12 +1,12 @@
 """Did the vector move the same way for every digit? The held-out fits of chapter 9.
 
-:func:`angle_between` says how far a vector turned; :func:`held_out_angles` whether it
-turned by one linear map for every digit (:func:`fit_linear_map`, fitted on the other
-digits), for long vectors within their :func:`principal_directions`. In each model's
-standard space (:func:`standardize`), :func:`held_out_misses` measures how far three
-ever richer rules miss each moved vector (:func:`miss_shares`: each image's miss
-as a share of its movement), and :func:`read_out` whether the change of a vector tells,
-linearly, how its image was moved (:func:`image_r2`: each image's share of its R²).
+:func:`held_out_angles` says whether a vector turned by one linear map for every digit
+(:func:`fit_linear_map`, fitted on the other digits), for long vectors within their
+:func:`principal_directions`. In each model's standard space (:func:`standardize`),
+:func:`held_out_misses` measures how far three ever richer rules miss each moved vector
+(:func:`miss_shares`: each image's miss as a share of its movement), and
+:func:`read_out` whether the change of a vector tells, linearly, how its image was
+moved (:func:`image_r2`: each image's share of its R²).
 
 scikit-learn does the statistics: least squares (``LinearRegression``, ``Ridge``), the
 principal directions and whitening (``PCA``), the folds (``PredefinedSplit``). Written
@@ -22,13 +22,12 @@ from typing import NamedTuple
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from sklearn.decomposition import PCA
 from sklearn.linear_model import LinearRegression, Ridge
 from sklearn.model_selection import PredefinedSplit
 from torch import Tensor
 
-from capsbook.equivariance.measure import KINDS, Transformation
+from capsbook.equivariance.measure import KINDS, Transformation, angle_between
 from capsnotes.data import checks
 
 
@@ -81,23 +80,6 @@ def _held_out(
         )
         for fit, test in split
     ]
-
-
-def angle_between(a: Tensor, b: Tensor) -> Tensor:
-    """The angle in radians, in ``[0, π]``, between the vectors ``a`` and ``b``
-    ``[..., D]`` → ``[...]``.
-
-    As ``2 atan2(‖â − b̂‖, ‖â + b̂‖)`` of the unit vectors, which is accurate at every
-    angle (``acos`` of the cosine loses half the digits near 0 and π): exactly 0 for a
-    vector and itself, exactly π for a vector and its negative. (A zero vector, which
-    has no direction, comes out at π/2 from any other.)"""
-    if a.shape != b.shape or not (a.is_floating_point() and b.is_floating_point()):
-        raise ValueError(
-            f"a and b must be float tensors of the same shape [..., D], got "
-            f"{tuple(a.shape)} {a.dtype} and {tuple(b.shape)} {b.dtype}"
-        )
-    a_hat, b_hat = F.normalize(a, dim=-1), F.normalize(b, dim=-1)
-    return 2 * torch.atan2((a_hat - b_hat).norm(dim=-1), (a_hat + b_hat).norm(dim=-1))
 
 
 def fit_linear_map(before: Tensor, after: Tensor) -> Tensor:

@@ -7,6 +7,7 @@ about each image's true class: for a :class:`~capsnotes.CapsNet` the capsule's l
 and its 16-D pose, for a :class:`~capsnotes.experiments.convnet.ConvNet` the softmax
 probability and the features of its last hidden layer; :func:`measure` does it for
 every transformation, on the device of the images, in their dtype.
+:func:`angle_between` says how far a vector turned.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from capsnotes import CapsNet
@@ -194,3 +196,20 @@ def measure(
         return Reading(*(torch.cat(field) for field in zip(*parts)))
 
     return read(lambda x: x), [read(step) for step in steps]
+
+
+def angle_between(a: Tensor, b: Tensor) -> Tensor:
+    """The angle in radians, in ``[0, π]``, between the vectors ``a`` and ``b``
+    ``[..., D]`` → ``[...]``.
+
+    As ``2 atan2(‖â − b̂‖, ‖â + b̂‖)`` of the unit vectors, which is accurate at every
+    angle (``acos`` of the cosine loses half the digits near 0 and π): exactly 0 for a
+    vector and itself, exactly π for a vector and its negative. (A zero vector, which
+    has no direction, comes out at π/2 from any other.)"""
+    if a.shape != b.shape or not (a.is_floating_point() and b.is_floating_point()):
+        raise ValueError(
+            f"a and b must be float tensors of the same shape [..., D], got "
+            f"{tuple(a.shape)} {a.dtype} and {tuple(b.shape)} {b.dtype}"
+        )
+    a_hat, b_hat = F.normalize(a, dim=-1), F.normalize(b, dim=-1)
+    return 2 * torch.atan2((a_hat - b_hat).norm(dim=-1), (a_hat + b_hat).norm(dim=-1))

@@ -26,12 +26,11 @@ from capsbook.equivariance.fit import (
     AMOUNTS,
     PREDICTORS,
     ReadOut,
-    angle_between,
     held_out_angles,
     held_out_misses,
     image_r2,
 )
-from capsbook.equivariance.measure import Reading, Transformation
+from capsbook.equivariance.measure import Reading, Transformation, angle_between
 from capsbook.plots import COLORS, STYLE, new_figure
 from capsnotes.data import checks
 
@@ -210,8 +209,7 @@ def bootstrap_interval(
     picks = torch.randint(len(values), (draws, len(values)), generator=generator)
     means = values[picks].mean(dim=1)  # [draws, ...]
     tails = torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=torch.float64)
-    low, high = torch.quantile(means, tails, dim=0)
-    return low, high
+    return torch.quantile(means, tails, dim=0).unbind()
 
 
 @dataclass(frozen=True)
@@ -230,12 +228,10 @@ def compare_images(
     a: Tensor, b: Tensor, draws: int = 4000, level: float = 0.95, seed: int = 0
 ) -> ImageDifference:
     """``b − a`` for two measurements ``[N]`` of the same ``N`` images (two models'
-    :func:`image_r2` for one amount, say), paired image by image: Student's t on the
-    ``N`` differences (the book's test; its exact permutation test would enumerate
-    ``2^N`` sign flips) and their bootstrap interval.
-
-    Each image is one unit: the interval and the test say how far the comparison could
-    move with other digits, not with other training runs of either model."""
+    :func:`image_r2` for one amount, say), paired image by image
+    (:func:`capsbook.stats.paired`: Student's t on the ``N`` differences), with their
+    bootstrap interval. Each image is one unit: the interval and the test say how far
+    the comparison could move with other digits, not with other training runs."""
     a, b = _per_image("a", a), _per_image("b", b)
     if a.shape != b.shape or a.dim() != 1:
         raise ValueError(
