@@ -14,32 +14,36 @@ from matplotlib.figure import Figure
 from scipy import stats as scipy_stats
 
 from capsbook import stats
-from capsbook.equivariance import (
+from capsbook.equivariance.fit import (
     PREDICTORS,
-    Transformation,
     amounts,
-    angle_between,
-    bootstrap_interval,
-    compare_images,
-    equivariance_figure,
     fit_linear_map,
     held_out_angles,
     held_out_misses,
     image_r2,
-    measure,
     miss_shares,
-    miss_table,
     principal_directions,
     read_out,
-    read_out_figure,
-    read_out_table,
+    standardize,
+)
+from capsbook.equivariance.measure import (
+    Transformation,
+    angle_between,
+    measure,
     represent,
     rotate_images,
     shift_images,
-    standardize,
+    transformations,
+)
+from capsbook.equivariance.report import (
+    bootstrap_interval,
+    compare_images,
+    equivariance_figure,
+    miss_table,
+    read_out_figure,
+    read_out_table,
     summarize,
     summary_table,
-    transformations,
 )
 from capsnotes import CapsNet
 from capsnotes.experiments.convnet import ConvNet, ConvNetConfig
