@@ -27,12 +27,14 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_output
 from tests.book_build import build_book, fresh_copy
 from tests.conftest import REPO
 from tools import refresh_notebooks
+from tools.refresh_notebooks import git
 
 sys.path.insert(0, str(REPO / "tools"))
 import colab  # noqa: E402  (the module tools/refresh_notebooks.py imports as colab)
 from colab import (  # noqa: E402
     Chapter,
     References,
+    chapter_sources,
     chapters,
     colab_cells,
     glued_values,
@@ -42,10 +44,6 @@ from colab import (  # noqa: E402
 BOOK = REPO / "book"
 CONFIG = yaml.safe_load((REPO / "_config.yml").read_text())
 COMMIT = re.compile(r'^COMMIT = "([0-9a-f]{40})"', re.M)
-
-
-def chapter_sources() -> list:
-    return sorted(p for p in BOOK.glob("*.md") if p.read_text().startswith("---\njupytext:"))
 
 
 def notebook(source):
@@ -153,12 +151,6 @@ def module_file(module: str) -> str:
     root, *rest = module.split(".")
     path = "/".join([PACKAGES[root], *rest])
     return f"{path}/__init__.py" if (REPO / path).is_dir() else f"{path}.py"
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True
-    ).stdout
 
 
 def changed_since(commit: str, code: str, repo: Path = REPO) -> str:

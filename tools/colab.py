@@ -34,13 +34,15 @@ writes the notebooks; ``tests/test_book.py`` checks that no MyST syntax is left.
 from __future__ import annotations
 
 import ast
+import copy
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 from myst_nb.core.variables import format_plain_text
-from myst_nb.ext.glue import GLUE_PREFIX  # where glue() keeps a value it does not display
+from myst_nb.ext.glue import extract_glue_data_cell
 from pybtex.database import parse_file
 from pybtex.plugin import find_plugin
 
@@ -70,6 +72,13 @@ class Chapter:
     name: str
     number: int | None  #: as the HTML numbers it (None: unnumbered)
     title: str
+
+
+def chapter_sources(prefixes: Sequence[str] = ()) -> list[Path]:
+    """The chapters' MyST sources (``book/*.md`` with a jupytext header), those whose file
+    names start with one of ``prefixes`` where any are given."""
+    found = sorted(p for p in BOOK.glob("*.md") if p.read_text().startswith("---\njupytext:"))
+    return [p for p in found if not prefixes or p.name.startswith(tuple(prefixes))]
 
 
 def chapters(toc_path: Path = REPO / "_toc.yml") -> dict[str, Chapter]:
@@ -197,17 +206,14 @@ PLAYGROUND_NOTE = (
 
 def glued_values(cells: list) -> dict[str, str]:
     """The values the executed code ``cells`` glued (``myst_nb.glue``), by name, as the
-    text/plain that MyST-NB pastes."""
-    found: dict[str, str] = {}
-    for cell in cells:
-        for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
-            record = output.get("metadata", {}).get("scrapbook")
-            if not record:
-                continue
-            data = output.get("data", {})
-            text = data.get(GLUE_PREFIX + "text/plain", data.get("text/plain"))
-            found[record["name"]] = text
-    return found
+    text/plain that MyST-NB pastes: read by MyST-NB's own reader of glued outputs (on a
+    copy, as it takes them out of the cell)."""
+    code = [copy.deepcopy(cell) for cell in cells if cell.cell_type == "code"]
+    return {
+        name: output["data"].get("text/plain")
+        for cell in code
+        for name, output in extract_glue_data_cell(cell)
+    }
 
 
 def colab_markdown(

@@ -47,7 +47,13 @@ import tyro
 from nbclient import NotebookClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from colab import References, chapters, colab_cells, glued_values  # noqa: E402
+from colab import (  # noqa: E402
+    References,
+    chapter_sources,
+    chapters,
+    colab_cells,
+    glued_values,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 BOOK = REPO / "book"
@@ -94,30 +100,22 @@ def check_environment(constraints: Path = CONSTRAINTS) -> dict[str, str]:
     return {"python": sys.version.split()[0]} | {name: version(name) for name in RECORDED}
 
 
-def sources(prefixes: list[str]) -> list[Path]:
-    found = sorted(p for p in BOOK.glob("*.md") if p.read_text().startswith("---\njupytext:"))
-    if prefixes:
-        found = [p for p in found if any(p.name.startswith(x) for x in prefixes)]
-    return found
+def git(repo: Path, *args: str) -> str:
+    """What ``git -C repo ARGS`` prints (raises if it fails)."""
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True
+    ).stdout
 
 
 def package_commit() -> str:
     """HEAD, after checking that the package has no uncommitted changes."""
-    changed = subprocess.run(
-        ["git", "status", "--porcelain", "--", *PACKAGE_PATHS],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    changed = git(REPO, "status", "--porcelain", "--", *PACKAGE_PATHS)
     if changed.strip():
         raise SystemExit(
             "commit the package first: the notebooks pin the commit their outputs come from\n"
             + changed
         )
-    return subprocess.run(
-        ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
-    ).stdout.strip()
+    return git(REPO, "rev-parse", "HEAD").strip()
 
 
 def pin(source: Path, commit: str) -> None:
@@ -222,7 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python tools/refresh_notebooks.py",
         config=(tyro.conf.FlagCreatePairsOff,),
     )
-    selected = sources(list(options.chapters))
+    selected = chapter_sources(options.chapters)
     if not selected:
         print("no chapter matches", list(options.chapters), file=sys.stderr)
         return 1
