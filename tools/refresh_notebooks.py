@@ -44,6 +44,7 @@ from typing import Annotated
 import jupytext
 import nbformat
 import tyro
+from jupytext.combine import combine_inputs_with_outputs
 from nbclient import NotebookClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -196,11 +197,10 @@ def refresh_text(source: Path, book: dict, refs: References) -> None:
 
     if [key(c) for c in code] != [key(c) for c in kept]:
         raise SystemExit(f"{source.name}: code cells changed; refresh it without --text")
-    outputs = iter(kept)
-    cells = []
-    for cell in fresh.cells:
-        cells.append(next(outputs) if cell.cell_type == "code" else cell)
-    write_notebook(committed, cells, source, book, refs)
+    # jupytext's sync (``jupytext --update``): the text from the source, each code cell's
+    # outputs from the notebook
+    synced = combine_inputs_with_outputs(fresh, committed)
+    write_notebook(committed, synced.cells, source, book, refs)
 
 
 @dataclass(frozen=True)
