@@ -29,6 +29,11 @@ needs a GPU or hours of training guards itself in code instead.
 Code cells are left exactly as they are, so the notebook runs (and hashes, for the
 book's execution cache) the same. ``tools/refresh_notebooks.py`` uses this when it
 writes the notebooks; ``tests/test_book.py`` checks that no MyST syntax is left.
+
+Hand-written because no maintained tool writes MyST as plain Markdown: jupytext reads
+and writes it as MyST (its pairing keeps roles and directives as they are), and
+Sphinx/MyST-NB render them only into a built page. The glued values are read by MyST-NB's
+own reader of glued outputs, so they are the ones the HTML pastes.
 """
 
 from __future__ import annotations

@@ -12,7 +12,9 @@ repository root:
     python tools/refresh_notebooks.py --text 09  # prose changed only: keep the outputs
 
 ``--text`` rewrites the markdown of a notebook whose code cells are exactly those of its
-source, keeping its outputs and its pin; it refuses when any code cell differs.
+source, keeping its outputs and its pin (jupytext's sync puts them back); it refuses
+when any code cell differs. Executing is nbclient's (papermill, which wraps it, would add
+its parameters and its own records to every notebook, and the chapters take none).
 
 It runs only in the pinned test environment (``constraints/test.txt``, which the README's
 test command installs) and says what differs otherwise; it records the versions that

@@ -11,7 +11,10 @@ chapter's name and the command that refreshes it: a page never shows outputs of 
 
 MyST-NB hands a reader the file's text but not its name, so the chapter is found by its
 text among the book's sources. Hand-written: jupytext pairs a text file with a notebook,
-but only through the files' paths, which MyST-NB does not pass to a reader.
+but only through the files' paths, which MyST-NB does not pass to a reader; MyST-NB's
+``execution_mode: off`` reads outputs only from a page that is itself a notebook (here,
+the Colab form, without the roles and directives the HTML renders), and its ``cache``
+mode executes the chapters, which the build (no PyTorch) cannot.
 """
 
 from __future__ import annotations
