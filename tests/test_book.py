@@ -597,6 +597,7 @@ def test_a_refresh_runs_the_generic_kernels_and_records_the_versions(tmp_path):
     pin, printing = [c for c in made.cells if c.cell_type == "code"]
     assert pin.source == f'COMMIT = "{commit}"'
     assert [o.get("text") for o in printing.outputs] == ["default\n"]
+    assert all("execution" not in c.metadata for c in made.cells)  # no timestamps kept
 
 
 #: A chapter with two figures drawn as SVG, the second the one a README shows.

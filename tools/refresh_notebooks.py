@@ -173,12 +173,10 @@ def refresh(
         timeout=1800,
         kernel_name="python3",
         resources={"metadata": {"path": str(BOOK)}},
-        record_timing=False,
+        record_timing=False,  # no timestamps in the cells' metadata
     ).execute(env=os.environ | KERNELS)
     seconds = time.perf_counter() - started
-    for cell in notebook.cells:  # keep the files stable between runs
-        cell.metadata.pop("execution", None)
-    notebook.metadata.pop("language_info", None)
+    notebook.metadata.pop("language_info", None)  # the files stay the same between runs
     notebook.metadata.pop("widgets", None)  # live widgets need a kernel, not saved state
     write_notebook(notebook, notebook.cells, source, book, refs)
     chapter, figure, path = README_FIGURE
