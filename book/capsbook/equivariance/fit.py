@@ -11,7 +11,11 @@ moved (:func:`image_r2`: each image's share of its R²).
 scikit-learn does the statistics: least squares (``LinearRegression``, ``Ridge``), the
 principal directions and whitening (``PCA``), the folds (``PredefinedSplit``). Written
 here is what it leaves open: which rows are held out together, in which space each fit
-works, how far each prediction misses. The fits run in float64 on the CPU.
+works, how far each prediction misses. The fits run in float64 on the CPU, on one BLAS
+thread (:data:`_one_thread`): the matrices are tiny, and a pool of BLAS threads made
+them 11 times slower on a 2-core AMD EPYC Zen 5, and 100 times slower while another
+process trained beside them (0.67 s against 0.06 s for chapter 9's misses; 8.6 against
+0.07 with a training process beside it).
 """
 
 from __future__ import annotations
@@ -25,10 +29,14 @@ import torch
 from sklearn.decomposition import PCA
 from sklearn.linear_model import LinearRegression, Ridge
 from sklearn.model_selection import PredefinedSplit
+from threadpoolctl import threadpool_limits
 from torch import Tensor
 
 from capsbook.equivariance.measure import KINDS, Transformation, angle_between
 from capsnotes.data import checks
+
+#: Every public fit runs on one BLAS thread (see the module's docstring).
+_one_thread = threadpool_limits.wrap(limits=1)
 
 
 def _vectors(name: str, value: object) -> Tensor:
@@ -82,6 +90,7 @@ def _held_out(
     ]
 
 
+@_one_thread
 def fit_linear_map(before: Tensor, after: Tensor) -> Tensor:
     """The matrix ``M`` ``[D, E]`` that best predicts ``after`` ``[N, E]`` as
     ``before @ M`` from ``before`` ``[N, D]``, in least squares (computed in float64,
@@ -123,6 +132,7 @@ def _pca(vectors: Tensor, count: int, whiten: bool = False) -> PCA:
     return PCA(count, whiten=whiten, svd_solver="full").fit(_numpy(vectors))
 
 
+@_one_thread
 def principal_directions(vectors: Tensor, count: int) -> Tensor:
     """The ``count`` directions ``[D, count]`` (orthonormal columns) along which
     ``vectors`` ``[N, D]`` spread most about their mean: their first principal
@@ -131,6 +141,7 @@ def principal_directions(vectors: Tensor, count: int) -> Tensor:
     return directions.to(vectors.device, vectors.dtype)
 
 
+@_one_thread
 def held_out_angles(
     before: Tensor, after: Tensor, folds: int | None = None, dims: int | None = None
 ) -> tuple[Tensor, Tensor]:
@@ -166,6 +177,7 @@ def held_out_angles(
     return map_angle, kept_angle
 
 
+@_one_thread
 def standardize(
     vectors: Tensor,
     originals: Tensor,
@@ -219,6 +231,7 @@ PREDICTORS: dict[str, str] = {
 }
 
 
+@_one_thread
 def held_out_misses(
     before: Tensor,
     after: Tensor,
@@ -314,6 +327,7 @@ class ReadOut(NamedTuple):
     rms: Tensor  #: ``[3]``: root mean square error, in pixels and degrees
 
 
+@_one_thread
 def read_out(
     before: Tensor,
     after: Tensor,
