@@ -80,8 +80,7 @@ def summarize(
     }
     summary["missed"] = summary["map_angle"] / summary["kept_angle"]
     misses = held_out_misses(before.vector, vectors, folds, dims)
-    for name, miss in misses.items():
-        summary[f"miss_{name}"] = median(miss)
+    summary |= {f"miss_{name}": median(miss) for name, miss in misses.items()}
     summary["score_before"] = before.score.median().cpu()[None]
     summary["accuracy_before"] = before.correct.float().mean().cpu()[None]
     summary["count"] = torch.tensor([len(before.score)])
