@@ -109,11 +109,7 @@ def check_labels(
 
 def check_iterations(iterations: object) -> int:
     """``iterations`` if it is a number of routing iterations: an int, at least 1."""
-    if isinstance(iterations, bool) or not isinstance(iterations, int):
-        raise TypeError(f"routing iterations must be an int, got {iterations!r}")
-    if iterations < 1:
-        raise ValueError(f"routing iterations must be >= 1, got {iterations}")
-    return iterations
+    return integer("routing iterations", iterations, minimum=1)
 
 
 def check_squash_options(dim: object, eps: object) -> None:
