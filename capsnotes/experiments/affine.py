@@ -44,8 +44,7 @@ class AffineRanges:
                 raise ValueError(f"{name} must lie in {interval}, got {value}")
 
 
-#: TensorFlow Federated's approximation of affNIST's distribution, with the translation
-#: limited to the 28×28 canvas and the ±2 pixels of the training shifts.
+#: The module docstring's ranges: TFF's affNIST, translation limited to ±2 pixels.
 AFFNIST_RANGES = AffineRanges()
 
 
