@@ -26,19 +26,21 @@ def float_tensor(
     value: object,
     layout: str = "",
     shape: Sequence[int | None] | None = None,
+    min_dims: int = 0,
 ) -> Tensor:
-    """``value`` if it is a floating-point tensor, with ``shape`` of that shape (None:
-    any size on that axis), as ``layout`` describes it."""
+    """``value`` if it is a floating-point tensor of at least ``min_dims`` axes, of
+    ``shape`` if given (None: any size on that axis), as ``layout`` describes it."""
     expected = f"a floating-point torch.Tensor {layout}".rstrip()
     if not torch.is_tensor(value):
         raise TypeError(f"{name} must be {expected}, got {type(value).__name__}")
     if not value.is_floating_point():
         raise TypeError(f"{name} must be {expected}, got dtype {value.dtype}")
-    if shape is not None and (
-        value.dim() != len(shape)
-        or any(n not in (None, m) for m, n in zip(value.shape, shape))
-    ):
-        raise ValueError(f"{name} must be {expected}, got shape {tuple(value.shape)}")
+    got = tuple(value.shape)
+    fits = shape is None or (
+        len(got) == len(shape) and all(n in (None, m) for m, n in zip(got, shape))
+    )
+    if len(got) < min_dims or not fits:
+        raise ValueError(f"{name} must be {expected}, got shape {got}")
     return value
 
 
@@ -120,12 +122,7 @@ def check_squash_options(dim: object, eps: object) -> None:
 
 def check_squash(s: object, dim: object, eps: object) -> None:
     """``squash``'s door: ``s`` floats with at least one axis, ``dim`` one of them."""
-    s = float_tensor("s", s, "with at least one dimension")
-    if s.dim() == 0:
-        raise ValueError(
-            "s must be a floating-point torch.Tensor with at least one dimension, "
-            "got shape ()"
-        )
+    s = float_tensor("s", s, "with at least one dimension", min_dims=1)
     check_squash_options(dim, eps)
     if not -s.dim() <= dim < s.dim():
         raise ValueError(
@@ -204,13 +201,10 @@ def check_reconstruction_loss(
     """The reconstruction loss's door: ``[batch, ...]`` reconstructions, and images
     of as many examples and as many values per example; a non-negative weight."""
     layout = "[batch, ...] (at least 2 dimensions)"
-    reconstructions = float_tensor("reconstructions", reconstructions, layout)
+    reconstructions = float_tensor(
+        "reconstructions", reconstructions, layout, min_dims=2
+    )
     shape = tuple(reconstructions.shape)
-    if len(shape) < 2:
-        raise ValueError(
-            f"reconstructions must be a floating-point torch.Tensor {layout}, got "
-            f"shape {shape}"
-        )
     values = math.prod(shape[1:])
     expected = (
         f"a torch.Tensor [batch, ...] of {shape[0]} examples of {values} values each "
