@@ -195,7 +195,7 @@ PAPER_CASES = {
     "routing module, iterations True": (
         lambda: DynamicRouting(True),
         TypeError,
-        "routing iterations must be an int, got True",
+        "routing iterations must be an int >= 1, got bool True",
     ),
     "routing module, zero iterations": (
         lambda: DynamicRouting(0),
