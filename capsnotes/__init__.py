@@ -1,14 +1,9 @@
 """capsnotes: Capsule Networks (Sabour, Frosst & Hinton, 2017), built to be read.
 
-The paper, importable from here::
-
-    squash, dynamic_routing (and dynamic_routing_with_couplings), PrimaryCapsules,
-    DigitCapsules, Decoder, mask_capsules, margin_loss, reconstruction_loss,
-    capsnet_loss, CapsNet, CapsNetConfig
-
-Beside the paper, in folders of their own and imported when used: the digits
-(``capsnotes.data``), training (``capsnotes.training``), the experiments beyond MNIST
-(``capsnotes.experiments``) and how the same math runs fast (``capsnotes.fast``).
+The paper is importable from here (``__all__``). Beside it, in folders of their own and
+imported when used: the digits (``capsnotes.data``), training (``capsnotes.training``),
+the experiments beyond MNIST (``capsnotes.experiments``) and how the same math runs fast
+(``capsnotes.fast``).
 """
 
 from .capsules import DigitCapsules, PrimaryCapsules

@@ -81,15 +81,6 @@ class PrimaryCapsules(nn.Module):
         capsules = capsules.permute(0, 1, 3, 4, 2).reshape(batch, -1, self.capsule_dim)
         return squash(capsules)  # u: every ‖u_i‖ < 1
 
-    def num_capsules(self, height: int, width: int) -> int:
-        """How many capsules an input of ``height × width`` features yields."""
-        (kernel, _), (stride, _) = self.conv.kernel_size, self.conv.stride
-        return (
-            self.capsule_channels
-            * conv_output_size(height, kernel, stride)
-            * conv_output_size(width, kernel, stride)
-        )
-
 
 class DigitCapsules(nn.Module):
     """A fully connected capsule layer with routing by agreement: ``u`` ``[B, in_caps,

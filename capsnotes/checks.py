@@ -5,11 +5,9 @@ door raises a ``TypeError`` (the wrong kind of thing, or the wrong dtype) or a
 ``ValueError`` (the wrong shape, size or range) that names the argument, what was
 expected, in the paper's layout (``[batch, child, parent, dim]``), and what it got.
 
-Inside the model the layers check again what the model's door (:func:`check_images`,
-:func:`check_labels`) let in. They could trust it; they need not, since checking again
-is cheap: Python comparisons of shapes and dtypes. The only values a door reads are
-those of class indices held on the CPU; never a GPU's (that would make the host wait
-for the device) nor a ``meta`` tensor's (it has none).
+The layers check again what the model's door let in: cheap Python on shapes and dtypes.
+The only values read are class indices on the CPU, never a GPU's (the host would wait)
+nor a ``meta`` tensor's (it has none).
 """
 
 from __future__ import annotations
@@ -28,19 +26,21 @@ def float_tensor(
     value: object,
     layout: str = "",
     shape: Sequence[int | None] | None = None,
+    min_dims: int = 0,
 ) -> Tensor:
-    """``value`` if it is a floating-point tensor, with ``shape`` of that shape (None:
-    any size on that axis), as ``layout`` describes it."""
+    """``value`` if it is a floating-point tensor of at least ``min_dims`` axes, of
+    ``shape`` if given (None: any size on that axis), as ``layout`` describes it."""
     expected = f"a floating-point torch.Tensor {layout}".rstrip()
     if not torch.is_tensor(value):
         raise TypeError(f"{name} must be {expected}, got {type(value).__name__}")
     if not value.is_floating_point():
         raise TypeError(f"{name} must be {expected}, got dtype {value.dtype}")
-    if shape is not None and (
-        value.dim() != len(shape)
-        or any(n not in (None, m) for m, n in zip(value.shape, shape))
-    ):
-        raise ValueError(f"{name} must be {expected}, got shape {tuple(value.shape)}")
+    got = tuple(value.shape)
+    fits = shape is None or (
+        len(got) == len(shape) and all(n in (None, m) for m, n in zip(got, shape))
+    )
+    if len(got) < min_dims or not fits:
+        raise ValueError(f"{name} must be {expected}, got shape {got}")
     return value
 
 
@@ -53,33 +53,34 @@ def _real(name: str, value: object, non_negative: bool = False) -> None:
         raise ValueError(f"{name} must be {kind}, got {value!r}")
 
 
+def integer(
+    name: str, value: object, minimum: int | None = None, kind: str = ""
+) -> int:
+    """``value`` if it is an ``int`` (``True`` does not count), at least ``minimum`` if
+    given; ``kind`` says what was expected (default ``"an int >= minimum"``)."""
+    kind = kind or "an int" + ("" if minimum is None else f" >= {minimum}")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be {kind}, got {type(value).__name__} {value!r}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be {kind.removeprefix('an int ')}, got {value}")
+    return value
+
+
 def check_sizes(**sizes: int | Sequence[int]) -> None:
-    """Each keyword a positive ``int`` (``True`` does not count), or a sequence of
-    them (named ``hidden[1]``): a layer's sizes."""
+    """Each keyword a positive ``int``, or a sequence of them (named ``hidden[1]``)."""
     for name, value in sizes.items():
         many = isinstance(value, Sequence) and not isinstance(value, str)
         for index, size in enumerate(value) if many else [(None, value)]:
             label = name if index is None else f"{name}[{index}]"
-            if isinstance(size, bool) or not isinstance(size, int):
-                kind = type(size).__name__
-                raise TypeError(f"{label} must be a positive int, got {kind} {size!r}")
-            if size < 1:
-                raise ValueError(f"{label} must be a positive int, got {size}")
+            integer(label, size, minimum=1, kind="a positive int")
 
 
 def check_images(images: object, config: Any) -> None:
     """The model's door: ``images`` must be floats ``[B, C, S, S]`` of its config (a
     CapsNet's or the CNN's: ``in_channels``, ``image_size``)."""
     side, channels = config.image_size, config.in_channels
-    expected = (
-        f"a floating-point torch.Tensor [batch, {channels}, {side}, {side}] "
-        "(pixels in [0, 1])"
-    )
-    if not torch.is_tensor(images) or not images.is_floating_point():
-        got = getattr(images, "dtype", type(images).__name__)
-        raise TypeError(f"images must be {expected}, got {got}")
-    if images.dim() != 4 or images.shape[1:] != (channels, side, side):
-        raise ValueError(f"images must be {expected}, got shape {tuple(images.shape)}")
+    layout = f"[batch, {channels}, {side}, {side}] (pixels in [0, 1])"
+    float_tensor("images", images, layout, (None, channels, side, side))
 
 
 def check_labels(
@@ -110,28 +111,18 @@ def check_labels(
 
 def check_iterations(iterations: object) -> int:
     """``iterations`` if it is a number of routing iterations: an int, at least 1."""
-    if isinstance(iterations, bool) or not isinstance(iterations, int):
-        raise TypeError(f"routing iterations must be an int, got {iterations!r}")
-    if iterations < 1:
-        raise ValueError(f"routing iterations must be >= 1, got {iterations}")
-    return iterations
+    return integer("routing iterations", iterations, minimum=1)
 
 
 def check_squash_options(dim: object, eps: object) -> None:
     """``squash``'s options: ``dim`` an int, ``eps`` a non-negative real number."""
-    if isinstance(dim, bool) or not isinstance(dim, int):
-        raise TypeError(f"dim must be an int, got {type(dim).__name__} {dim!r}")
+    integer("dim", dim)
     _real("eps", eps, non_negative=True)
 
 
 def check_squash(s: object, dim: object, eps: object) -> None:
     """``squash``'s door: ``s`` floats with at least one axis, ``dim`` one of them."""
-    s = float_tensor("s", s, "with at least one dimension")
-    if s.dim() == 0:
-        raise ValueError(
-            "s must be a floating-point torch.Tensor with at least one dimension, "
-            "got shape ()"
-        )
+    s = float_tensor("s", s, "with at least one dimension", min_dims=1)
     check_squash_options(dim, eps)
     if not -s.dim() <= dim < s.dim():
         raise ValueError(
@@ -210,13 +201,10 @@ def check_reconstruction_loss(
     """The reconstruction loss's door: ``[batch, ...]`` reconstructions, and images
     of as many examples and as many values per example; a non-negative weight."""
     layout = "[batch, ...] (at least 2 dimensions)"
-    reconstructions = float_tensor("reconstructions", reconstructions, layout)
+    reconstructions = float_tensor(
+        "reconstructions", reconstructions, layout, min_dims=2
+    )
     shape = tuple(reconstructions.shape)
-    if len(shape) < 2:
-        raise ValueError(
-            f"reconstructions must be a floating-point torch.Tensor {layout}, got "
-            f"shape {shape}"
-        )
     values = math.prod(shape[1:])
     expected = (
         f"a torch.Tensor [batch, ...] of {shape[0]} examples of {values} values each "

@@ -159,12 +159,12 @@ PAPER_CASES = {
     "routing, iterations True": (
         lambda: dynamic_routing(VOTES, True),
         TypeError,
-        "routing iterations must be an int, got True",
+        "routing iterations must be an int >= 1, got bool True",
     ),
     "routing, iterations 1.5": (
         lambda: dynamic_routing(VOTES, 1.5),
         TypeError,
-        "routing iterations must be an int, got 1.5",
+        "routing iterations must be an int >= 1, got float 1.5",
     ),
     "routing, iterations as a tensor": (
         lambda: dynamic_routing(VOTES, torch.tensor(3)),
@@ -195,7 +195,7 @@ PAPER_CASES = {
     "routing module, iterations True": (
         lambda: DynamicRouting(True),
         TypeError,
-        "routing iterations must be an int, got True",
+        "routing iterations must be an int >= 1, got bool True",
     ),
     "routing module, zero iterations": (
         lambda: DynamicRouting(0),
@@ -308,7 +308,7 @@ PAPER_CASES = {
     "digit capsules, iterations True": (
         lambda: DigitCapsules(iterations=True),
         TypeError,
-        "routing iterations must be an int, got True",
+        "routing iterations must be an int >= 1, got bool True",
     ),
     # the mask and the decoder
     "mask, a label short": (

@@ -10,8 +10,9 @@ holds the paper's lines:
   ``capsnotes/checks.py``), which refuse bad input and compute nothing, and an ``if``
   whose body is only such checks; a check whose value is kept
   (``self.iterations = check_iterations(iterations)``) shows as the argument it returns;
-* a class's methods that are not the paper's (``extra_repr``, ``num_capsules``): each
-  :class:`Piece` names the methods it shows, and its header the ones it leaves out;
+* a class's methods that are not the paper's (``extra_repr``,
+  ``forward_with_couplings``): each :class:`Piece` names the methods it shows, and its
+  header the ones it leaves out;
 * blank lines left doubled, or left at either end, by the cuts.
 
 Beside a line, a note quotes the sentence of the paper it implements (:data:`NOTES`,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from ..checks import check_labels, float_tensor
+from ..checks import check_labels, float_tensor, integer
 from ..checks import check_sizes as positive_ints
 
 __all__ = ["class_indices", "float_tensor", "integer", "positive_ints"]
@@ -17,17 +17,4 @@ def class_indices(
     """An integer tensor ``[batch]`` of classes in ``[0, classes)``, checked as the
     model checks its labels."""
     check_labels(value, batch, classes, name)
-    return value
-
-
-def integer(
-    name: str, value: object, minimum: int | None = None, kind: str = ""
-) -> int:
-    """An ``int`` (``True`` does not count), at least ``minimum`` if given; ``kind``
-    says what was expected (default ``"an int >= minimum"``)."""
-    kind = kind or "an int" + ("" if minimum is None else f" >= {minimum}")
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be {kind}, got {type(value).__name__} {value!r}")
-    if minimum is not None and value < minimum:
-        raise ValueError(f"{name} must be {kind.removeprefix('an int ')}, got {value}")
     return value

@@ -44,8 +44,7 @@ class AffineRanges:
                 raise ValueError(f"{name} must lie in {interval}, got {value}")
 
 
-#: TensorFlow Federated's approximation of affNIST's distribution, with the translation
-#: limited to the 28×28 canvas and the ±2 pixels of the training shifts.
+#: The module docstring's ranges: TFF's affNIST, translation limited to ±2 pixels.
 AFFNIST_RANGES = AffineRanges()
 
 
@@ -108,13 +107,9 @@ def affine_matrices(parameters: AffineParameters) -> Tensor:
     angle = torch.deg2rad(parameters.rotation_degrees)
     cos, sin = torch.cos(angle), torch.sin(angle)
     # Counter-clockwise on the screen, where y points down.
-    rotation = torch.stack(
-        [torch.stack([cos, sin], -1), torch.stack([-sin, cos], -1)], -2
-    )
+    rotation = torch.stack([cos, sin, -sin, cos], -1).unflatten(-1, (2, 2))
     ones, zeros = torch.ones_like(angle), torch.zeros_like(angle)
-    shear = torch.stack(
-        [torch.stack([ones, zeros], -1), torch.stack([parameters.shear, ones], -1)], -2
-    )
+    shear = torch.stack([ones, zeros, parameters.shear, ones], -1).unflatten(-1, (2, 2))
     scale = torch.diag_embed(torch.stack([parameters.scale_x, parameters.scale_y], -1))
     linear = scale @ shear @ rotation  # rotate first, then shear, then scale
     shift = torch.stack([parameters.shift_x, parameters.shift_y], -1)

@@ -22,8 +22,7 @@ from ..losses import Loss
 
 @dataclass(frozen=True)
 class ConvNetConfig:
-    """Every size of the CNN. The defaults are the paper's baseline (≈35.4M
-    parameters)."""
+    """Every size of the CNN; the defaults are the paper's baseline."""
 
     image_size: int = 28
     """side of the square input images, in pixels"""
