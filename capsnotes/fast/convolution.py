@@ -67,7 +67,6 @@ class _ConvAsMatmul(torch.autograd.Function):
             out += bias.to(dtype)
         ctx.save_for_backward(cols, matrix)
         ctx.geometry = (x.shape, kernel_size, stride, out_h, out_w)
-        ctx.has_bias = bias is not None
         ctx.dtypes = (x.dtype, weight.dtype)
         # [B*H'*W', out] is channels-last memory; return it as a logical NCHW view.
         return out.view(batch, out_h, out_w, out_channels).permute(0, 3, 1, 2)
@@ -84,7 +83,7 @@ class _ConvAsMatmul(torch.autograd.Function):
         if ctx.needs_input_grad[1]:
             grad_weight = (grad_rows.t() @ cols).view(out_channels, k, k, in_channels)
             grad_weight = grad_weight.permute(0, 3, 1, 2).to(weight_dtype)
-        if ctx.has_bias and ctx.needs_input_grad[2]:
+        if ctx.needs_input_grad[2]:  # False without a bias
             grad_bias = grad_rows.sum(dim=0, dtype=weight_dtype)
         if ctx.needs_input_grad[0]:
             # col2im: every window position adds its gradient back onto the pixel it
