@@ -43,9 +43,8 @@ def patches(x: Tensor, kernel_size: int, stride: int) -> Tensor:
 
 
 class _ConvAsMatmul(torch.autograd.Function):
-    """Unpadded, undilated 2-D convolution as im2col + matrix products. Under CPU
-    autocast the products run in the autocast dtype, as the native convolution's do; the
-    input gradient is summed in at least float32."""
+    """:func:`conv2d_as_matmul`'s autograd function. Under CPU autocast its products run
+    in the autocast dtype, as the native convolution's do."""
 
     @staticmethod
     @torch.amp.custom_fwd(device_type="cpu")

@@ -255,13 +255,11 @@ def plan_for(
     kept: dict[str, Any] | None = None,
     **choices: Any,
 ) -> Plan:
-    """The plan a run of ``config`` computes with on ``device``: the rules of
-    :func:`plan_run` (``reference``: the paper's code, float32); then the caller's
-    ``choices`` beside those a resumed run ``kept`` from its last session on this device
-    (a choice that contradicts a kept one is refused: it would change the run's
-    results); then, on a CPU, the fastest of the choices still open, timed on a real
-    batch ``sample()`` with fresh models ``make_model()`` (without them, the rules'
-    defaults), the timings kept."""
+    """The plan a run of ``config`` computes with on ``device``: :func:`plan_run`'s,
+    with the caller's ``choices`` beside those a resumed run ``kept`` from its last
+    session on this device (one that contradicts a kept one is refused: it would change
+    the run's results); then, on a CPU, the fastest of the choices still open, timed on
+    a batch ``sample()`` with fresh models ``make_model()`` (without them: defaults)."""
     if (sample is None) != (make_model is None):
         raise ValueError(
             "a CPU times its open choices on a batch sample() with models "
