@@ -1,8 +1,5 @@
 """How the same math runs fast: the trainer's wing of the package, which the paper's
-modules never import. Routing with a backward derived by hand (``routing``), the
-convolutions as matrix products (``convolution``), what a CPU trains fastest with
-(``cpu``), devices and 16-bit formats (``precision``), how a run computes, decided in
-one place (``plan``), and the step recorded as a CUDA graph (``graphs``).
+modules never import; each module's docstring names the technique it holds.
 
 :func:`speed_up` swaps a built CapsNet's layers for the fast ones. They hold the same
 parameters under the same names, so a ``state_dict`` moves between the two freely.

@@ -43,9 +43,8 @@ def patches(x: Tensor, kernel_size: int, stride: int) -> Tensor:
 
 
 class _ConvAsMatmul(torch.autograd.Function):
-    """Unpadded, undilated 2-D convolution as im2col + matrix products. Under CPU
-    autocast the products run in the autocast dtype, as the native convolution's do; the
-    input gradient is summed in at least float32."""
+    """:func:`conv2d_as_matmul`'s autograd function. Under CPU autocast its products run
+    in the autocast dtype, as the native convolution's do."""
 
     @staticmethod
     @torch.amp.custom_fwd(device_type="cpu")
@@ -67,7 +66,6 @@ class _ConvAsMatmul(torch.autograd.Function):
             out += bias.to(dtype)
         ctx.save_for_backward(cols, matrix)
         ctx.geometry = (x.shape, kernel_size, stride, out_h, out_w)
-        ctx.has_bias = bias is not None
         ctx.dtypes = (x.dtype, weight.dtype)
         # [B*H'*W', out] is channels-last memory; return it as a logical NCHW view.
         return out.view(batch, out_h, out_w, out_channels).permute(0, 3, 1, 2)
@@ -84,7 +82,7 @@ class _ConvAsMatmul(torch.autograd.Function):
         if ctx.needs_input_grad[1]:
             grad_weight = (grad_rows.t() @ cols).view(out_channels, k, k, in_channels)
             grad_weight = grad_weight.permute(0, 3, 1, 2).to(weight_dtype)
-        if ctx.has_bias and ctx.needs_input_grad[2]:
+        if ctx.needs_input_grad[2]:  # False without a bias
             grad_bias = grad_rows.sum(dim=0, dtype=weight_dtype)
         if ctx.needs_input_grad[0]:
             # col2im: every window position adds its gradient back onto the pixel it

@@ -1,20 +1,16 @@
 """Choosing how a CPU trains, by measurement: the convolutions and the precision.
 
-Whether a CPU trains CapsNet faster with torch's native convolutions or with the
-convolutions as matrix products (:mod:`capsnotes.fast.convolution`) depends on the CPU,
-and so does whether bf16 autocast pays (CPUs with bf16 units multiply bf16 matrices
-several times faster than float32, others emulate it slowly). So the trainer times a
-training pass of each candidate on a real batch and builds its run with the fastest, as
-cuDNN's benchmark mode does on a GPU. PyTorch has no public query for bf16 units, so
-:func:`cpu_matmul_rates` measures how much faster a bf16 matrix product is.
+Whether native convolutions or matrix products (:mod:`capsnotes.fast.convolution`)
+train CapsNet faster depends on the CPU, and so does whether bf16 autocast pays. So the
+trainer times a training pass of each candidate on a real batch and builds its run with
+the fastest, as cuDNN's benchmark mode does on a GPU. PyTorch has no public query for
+bf16 units: :func:`cpu_matmul_rates` measures how much faster a bf16 product is.
 
-Both time with ``time.perf_counter`` rather than ``torch.utils.benchmark.Timer``,
-because they run before every CPU training run and so take as few passes as decide:
-one warm-up, then the fastest of ``repeats`` (the candidates for a run taking turns).
-A Timer measures one statement at a time and runs at least two untimed passes per
-measurement (``timeit``), or as many as fill its minimum run time
-(``blocked_autorange``): it would triple the passes, each up to a second of the
-paper's model, and could not interleave the candidates.
+Both time with ``time.perf_counter``, not ``torch.utils.benchmark.Timer``: they run
+before every CPU training run, so they take as few passes as decide (one warm-up, then
+the fastest of ``repeats``, the candidates taking turns). A Timer runs at least two
+untimed passes per measurement, or as many as fill its minimum run time: it would
+triple the passes, each up to a second of the paper's model, and cannot interleave.
 """
 
 from __future__ import annotations

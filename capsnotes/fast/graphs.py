@@ -111,8 +111,7 @@ class GraphedStep:
         # No gradient buffers yet: the recorded backward allocates its own, which every
         # replay then overwrites.
         self.optimizer.zero_grad(set_to_none=True)
-        graph, stats = self.graphs.record(lambda: self.step(self._inputs))
-        self._graph, self._stats = graph, stats
+        self._graph, self._stats = self.graphs.record(lambda: self.step(self._inputs))
         self._graph_lr = self._learning_rate
         self.recordings += 1
 

@@ -2,15 +2,10 @@
 :func:`plan_for`.
 
 Every choice the trainer makes about speed is a field of a :class:`Plan`.
-:func:`plan_run` makes them from the configuration, the device's type and compute
-capability and torch's version, and from nothing else: it reads no device, so that a
-test can ask it what a T4 or an H100 would do on a machine without either. A choice can
-be overridden by name (``plan_run(..., cuda_graph=False)``), as the benchmarks do; what
-follows from it follows (float16 brings its loss scaler, a CUDA graph a capturable
-Adam), and a combination that cannot run, or has never run, is refused with a
-``ValueError`` that says why. On a CPU two choices are timed on a real batch instead
-(:mod:`capsnotes.fast.cpu`): :attr:`Plan.timed`. :func:`plan_for` asks the device for
-its capability, keeps a resumed run's choices and times what is left open.
+:func:`plan_run` reads no device, so that a test can ask it what a T4 or an H100 would
+do on a machine without either. What follows from an overridden choice follows (float16
+brings its loss scaler, a CUDA graph a capturable Adam), and a combination that cannot
+run, or has never run, is refused with a ``ValueError`` that says why.
 """
 
 from __future__ import annotations
@@ -46,9 +41,7 @@ CHOICES = ("routing", "convolution", "precision", "cuda_graph", "fused_adam", "c
 
 
 class RunConfig(Protocol):
-    """What a plan reads of a run's configuration: a
-    :class:`~capsnotes.training.config.TrainConfig`, which this wing, below training,
-    does not import."""
+    """What a plan reads of a ``TrainConfig`` (which this wing does not import)."""
 
     @property
     def architecture(self) -> str: ...
@@ -69,12 +62,6 @@ def gpu_precision(capability: tuple[int, int]) -> str:
     if capability >= (7, 0):
         return "float16"
     return "float32"
-
-
-def has_capsule_layers(architecture: str) -> bool:
-    """Whether a model of ``architecture`` has CapsNet's layers to swap for fast ones
-    (the CNNs, ``cnn`` and ``cnn-pairs``, have none)."""
-    return architecture.startswith("capsnet")
 
 
 def version_tuple(version: str) -> tuple[int, int]:
@@ -148,7 +135,7 @@ class Plan:
         """Raise a ``ValueError`` that says why if this plan cannot run."""
         device = self.device_type
         cuda, cpu = device == "cuda", device == "cpu"
-        capsnet = has_capsule_layers(self.architecture)
+        capsnet = self.architecture.startswith("capsnet")
         for name, value, known in (
             ("routing", self.routing, ROUTINGS),
             ("convolution", self.convolution, CONVOLUTIONS),
@@ -226,7 +213,7 @@ def plan_run(
     if cuda and capability is None:
         raise ValueError("a CUDA plan needs the GPU's compute capability, e.g. (7, 5)")
     fast = not reference
-    capsnet = has_capsule_layers(config.architecture)
+    capsnet = config.architecture.startswith("capsnet")
     precision = "float32"
     if fast and config.mixed_precision and cuda:
         precision = gpu_precision(capability)
@@ -268,13 +255,11 @@ def plan_for(
     kept: dict[str, Any] | None = None,
     **choices: Any,
 ) -> Plan:
-    """The plan a run of ``config`` computes with on ``device``: the rules of
-    :func:`plan_run` (``reference``: the paper's code, float32); then the caller's
-    ``choices`` beside those a resumed run ``kept`` from its last session on this device
-    (a choice that contradicts a kept one is refused: it would change the run's
-    results); then, on a CPU, the fastest of the choices still open, timed on a real
-    batch ``sample()`` with fresh models ``make_model()`` (without them, the rules'
-    defaults), the timings kept."""
+    """The plan a run of ``config`` computes with on ``device``: :func:`plan_run`'s,
+    with the caller's ``choices`` beside those a resumed run ``kept`` from its last
+    session on this device (one that contradicts a kept one is refused: it would change
+    the run's results); then, on a CPU, the fastest of the choices still open, timed on
+    a batch ``sample()`` with fresh models ``make_model()`` (without them: defaults)."""
     if (sample is None) != (make_model is None):
         raise ValueError(
             "a CPU times its open choices on a batch sample() with models "

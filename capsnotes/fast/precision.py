@@ -50,8 +50,7 @@ def device_name(device: torch.device | str) -> str:
 
 
 def device_capability(device: torch.device) -> tuple[int, int] | None:
-    """The compute capability of a CUDA device, e.g. ``(7, 5)`` for a T4; None for any
-    other device."""
+    """A CUDA device's compute capability (a T4's is ``(7, 5)``); None off CUDA."""
     cuda = device.type == "cuda"
     return tuple(torch.cuda.get_device_capability(device)) if cuda else None
 
