@@ -140,7 +140,7 @@ def load_model_state(
     model: nn.Module, state: dict[str, Tensor], source: object
 ) -> None:
     """``model.load_state_dict(state)``, raising a ``ValueError`` that names ``source``
-    (the file the state came from) when the tensors do not fit the model."""
+    (where the state came from) if it does not fit."""
     try:
         model.load_state_dict(state)
     except RuntimeError as error:
@@ -151,20 +151,16 @@ def load_model_state(
         ) from None
 
 
-#: The settings of Adam's parameter groups that say how it computes, not what it has
-#: learned: the optimizer a run builds decides them, not the checkpoint.
-IMPLEMENTATION_FLAGS = ("fused", "capturable", "foreach", "differentiable")
-
-
 def load_optimizer_state(
     optimizer: torch.optim.Optimizer, state: dict[str, Any]
 ) -> None:
-    """``optimizer.load_state_dict(state)``, keeping how ``optimizer`` was built: torch
-    replaces the groups' settings, ``fused`` and ``capturable`` included, with the saved
-    ones (a run saved on a CPU would resume on a GPU with a non-capturable Adam). The
-    built flags are put back, and Adam's step counts moved to where they belong."""
+    """``optimizer.load_state_dict(state)``, keeping how ``optimizer`` computes: torch
+    replaces the groups' settings with the saved ones (a run saved on a CPU would resume
+    on a GPU with a non-capturable Adam), so the built flags are put back, and Adam's
+    step counts moved to where they belong."""
+    how = ("fused", "capturable", "foreach", "differentiable")  # not what it learned
     built = [
-        {key: group[key] for key in IMPLEMENTATION_FLAGS if key in group}
+        {key: group[key] for key in how if key in group}
         for group in optimizer.param_groups
     ]
     optimizer.load_state_dict(state)

@@ -1,9 +1,8 @@
-"""The command line, ``python -m capsnotes {train,evaluate,affine,profiles}``, made from
-dataclasses by one ``tyro.cli``: each command is a dataclass whose fields are its
-options, documented by the field, and whose ``run(argv)`` does it. ``train``'s profiles
-are subcommands of their own (``train --profile paper``, or ``train paper``), whose
-options are the fields of :class:`RunOptions`, of the profile's ``TrainConfig`` and of
-its model's configuration, with the profile's values as the defaults.
+"""``python -m capsnotes {train,evaluate,affine,profiles}``, made by one ``tyro.cli``:
+each command is a dataclass whose documented fields are its options and
+whose ``run(argv)`` does it. ``train``'s profiles are subcommands (``train paper``)
+whose options are the fields of :class:`RunOptions`, ``TrainConfig`` and its model's
+configuration, the profile's values their defaults.
 """
 
 from __future__ import annotations
@@ -62,8 +61,7 @@ on a GPU, quick otherwise) picks the defaults, and every option after it overrid
 field (train NAME --help lists them; python -m capsnotes profiles prints them all).
 """
 
-#: ``affine``'s choices: the shipped models of each kind (tests/test_cli.py checks them
-#: against the records in capsnotes/training/weights/).
+#: ``affine``'s choices: the shipped models of each kind (checked by tests/test_cli.py).
 ShippedCapsNet = Literal["mnist", "fashion-mnist"]
 ShippedCNN = Literal["cnn-mnist"]
 
@@ -104,8 +102,8 @@ class Profile:
 
 
 def _train_command() -> type:
-    """``train``: the profiles as subcommands (``auto`` the default), after an
-    optional ``--profile``."""
+    """``train``: the profiles as subcommands (default ``auto``) after an optional
+    ``--profile``."""
     auto = "paper" if torch.cuda.is_available() else "quick"
     helps = {"auto": f"the default: paper on a GPU, quick otherwise (here: {auto})"}
     helps |= {p: f"the {p} profile: {text}" for p, text in PROFILE_HELP.items()}
@@ -271,8 +269,8 @@ def parse(argv: Sequence[str]) -> Any:
 def train_config(
     argv: Sequence[str],
 ) -> tuple[str, TrainConfig, RunOptions, dict[str, Any]]:
-    """The profile's name, the configuration and the run options ``train ARGV`` asks
-    for, and the fields it changes of the profile's (``model``: the model's fields)."""
+    """The profile's name, configuration, run options and overrides ``train ARGV`` asks
+    for."""
     chosen: Profile = parse(["train", *argv]).chosen
     config = TrainConfig.from_dict(chosen.config.to_dict())  # not with_choices' class
     return chosen.name, config, chosen.run, chosen.overrides()

@@ -1,10 +1,6 @@
-"""What a training run is: :class:`TrainConfig`, the models it can name, and the
-profiles.
-
-Every field carries its documentation, from which the command line builds its options
-(``python -m capsnotes train --help``, which describes each profile too), and every
-field is checked when a configuration is made, so a bad value fails before anything is
-loaded or trained.
+"""What a training run is: :class:`TrainConfig`, the models it can name, the profiles.
+Each field's docstring is its ``python -m capsnotes train`` option's help, and each
+field is checked when a configuration is made: a bad value fails before any training.
 """
 
 from __future__ import annotations
@@ -39,16 +35,15 @@ TEST_PAIRS_SEED = 1
 
 @dataclass(frozen=True)
 class Architecture:
-    """A model a run can train: its configuration class, its class, and its objective
-    ``objective(config, output, *batch)`` for a batch ``(images, labels, ...)``."""
+    """A model a run can train: its configuration class, its class, its objective
+    ``objective(config, output, *batch)``."""
 
     config: type
     model: type[nn.Module]
     objective: Callable[..., Loss]
 
 
-#: The models, by the name a configuration uses (:data:`PAIRED`: a batch of MultiMNIST
-#: carries each digit alone too).
+#: The models, by the name a configuration uses.
 ARCHITECTURES: dict[str, Architecture] = {
     "capsnet": Architecture(
         CapsNetConfig,
@@ -76,11 +71,11 @@ ARCHITECTURES: dict[str, Architecture] = {
     ),
 }
 
-#: The architectures that read two overlapping digits (MultiMNIST).
+#: The architectures that read two overlapping digits (MultiMNIST; a batch carries
+#: each digit alone too).
 PAIRED = ("capsnet-pairs", "cnn-pairs")
 
-#: The names a configuration may give its architecture and dataset: the command line
-#: offers them as choices (a runtime ``Literal``, so the two lists cannot drift apart).
+#: The command line's choices (runtime ``Literal``s, so that they cannot drift apart).
 ArchitectureName = Literal[tuple(ARCHITECTURES)]  # type: ignore[valid-type]
 DatasetName = Literal[tuple(DATASETS)]  # type: ignore[valid-type]
 
@@ -143,14 +138,13 @@ class TrainConfig:
                 f"a {self.architecture} run needs model={model_class.__name__}(...), "
                 f"got {type(self.model).__name__}"
             )
+        optional = ("train_size", "test_size", "canvas")  # None: unset
         checks.positive_ints(
             epochs=self.epochs,
             batch_size=self.batch_size,
             eval_batch_size=self.eval_batch_size,
+            **{n: getattr(self, n) for n in optional if getattr(self, n) is not None},
         )
-        for name in ("train_size", "test_size", "canvas"):
-            if getattr(self, name) is not None:
-                checks.positive_ints(**{name: getattr(self, name)})
         checks.integer("max_shift", self.max_shift, minimum=0)
         checks.integer("seed", self.seed)
         for name, interval, valid in (
@@ -192,8 +186,8 @@ class TrainConfig:
 
 
 def build_model(config: TrainConfig) -> nn.Module:
-    """A freshly initialised model of ``config``'s architecture on the CPU, seeded by
-    ``config.seed`` without touching the global random state."""
+    """A fresh model of ``config`` on the CPU, seeded by ``config.seed`` (the global
+    random state untouched)."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
         return ARCHITECTURES[config.architecture].model(config.model)
@@ -204,9 +198,8 @@ def load_run_data(
     device: torch.device | str = "cpu",
     data_root: str | Path | None = None,
 ) -> tuple[Any, Any]:
-    """The run's training and test data on ``device``: subsets where the configuration
-    asks; for two-digit runs, new pairs of the training digits every epoch and fixed
-    pairs of the test digits."""
+    """The run's training and test data on ``device`` (two-digit runs: new training
+    pairs every epoch, fixed test pairs)."""
     train_set = load_dataset(config.dataset, True, data_root)
     test_set = load_dataset(config.dataset, False, data_root)
     if config.architecture in PAIRED:
@@ -294,10 +287,9 @@ def profile(name: str, **overrides: Any) -> TrainConfig:
 
 
 def with_choices(config: TrainConfig) -> TrainConfig:
-    """``config`` as an instance of a subclass whose ``architecture`` is a choice among
-    those that take its kind of model (a CapsNet's or a CNN's configuration): the
-    command line reads a profile's options from it, so that a CapsNet profile cannot
-    name a CNN, nor the reverse (``TrainConfig.from_dict(c.to_dict())``: plain)."""
+    """``config`` as a subclass whose ``architecture`` choices take only its kind of
+    model: the command line reads a profile's options from it, so that a CapsNet
+    profile cannot name a CNN (``TrainConfig.from_dict(c.to_dict())``: plain again)."""
     model = ARCHITECTURES[config.architecture].config
     kinds = tuple(a for a, kind in ARCHITECTURES.items() if kind.config is model)
     narrowed = dataclasses.make_dataclass(

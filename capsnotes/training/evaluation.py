@@ -118,15 +118,10 @@ def routing_statistics(
         raise ValueError(f"routing iterations must be >= 1, got {sorted(iterations)}")
     device = next(model.parameters()).device
     deepest, fewest = max(iterations), min(iterations)
-    correct = dict.fromkeys(iterations, 0)
-    changed = dict.fromkeys(iterations, 0)
-    winner = dict.fromkeys(iterations, 0.0)
-    entropy = torch.zeros(deepest, dtype=torch.float64)
-    weighted = torch.zeros(deepest, dtype=torch.float64)
-    top = torch.zeros(deepest, dtype=torch.float64)
-    weighted_top = torch.zeros(deepest, dtype=torch.float64)
-    children = 0
-    weight_total = 0.0
+    correct, changed, winner = (dict.fromkeys(iterations, 0) for _ in range(3))
+    # per iteration: entropy, weighted entropy, top and weighted top coupling, summed
+    sums = torch.zeros(4, deepest, dtype=torch.float64)
+    children, weight_total = 0, 0.0
     for images, labels in data.to(device).batches(batch_size):
         u = model.primary_capsules(images)  # [B, I, D_in]
         votes = model.digits.votes(u).transpose(1, 2).contiguous()  # [B, O, I, D]
@@ -134,10 +129,9 @@ def routing_statistics(
         _, passes = route_parents_first(votes, deepest)
         for r, (c, _, v) in enumerate(passes, start=1):  # c: [B, O, I]
             h = torch.special.entr(c.double()).sum(dim=1)  # [B, I], in float64
-            entropy[r - 1] += h.sum().item()
-            weighted[r - 1] += (h * lengths).sum().item()
-            top[r - 1] += c.amax(dim=1).sum().item()
-            weighted_top[r - 1] += (c.amax(dim=1) * lengths).sum().item()
+            top = c.amax(dim=1)  # [B, I]
+            terms = [h.sum(), (h * lengths).sum(), top.sum(), (top * lengths).sum()]
+            sums[:, r - 1] += torch.stack(terms).cpu()  # float64
             if r in correct:
                 longest, predictions = v.norm(dim=-1).max(dim=1)
                 if r == fewest:
@@ -153,8 +147,8 @@ def routing_statistics(
         accuracy={r: correct[r] / len(data) for r in sorted(correct)},
         changed={r: changed[r] for r in sorted(changed)},
         winner_length={r: winner[r] / len(data) for r in sorted(winner)},
-        entropy=(entropy / children).tolist(),
-        weighted_entropy=(weighted / weight_total).tolist(),
-        top_coupling=(top / children).tolist(),
-        weighted_top_coupling=(weighted_top / weight_total).tolist(),
+        entropy=(sums[0] / children).tolist(),
+        weighted_entropy=(sums[1] / weight_total).tolist(),
+        top_coupling=(sums[2] / children).tolist(),
+        weighted_top_coupling=(sums[3] / weight_total).tolist(),
     )

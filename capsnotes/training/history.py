@@ -1,8 +1,6 @@
-"""A training run's history, and the checkpoint a run resumes from.
-
-A run may train in several *sessions* (calls of :func:`~capsnotes.training.train.train`
-that trained), on different devices and plans; its history records every epoch and every
-session, and a resumed run continues exactly where its checkpoint stopped.
+"""A training run's history, and the checkpoint a run resumes from: a run may train in
+several *sessions* (calls of :func:`~capsnotes.training.train.train` that trained), on
+different devices and plans, and continues exactly where its checkpoint stopped.
 """
 
 from __future__ import annotations
@@ -24,11 +22,9 @@ from .config import TrainConfig
 
 
 class RunHistory:
-    """A run's history, in ``history.json`` and in the checkpoint (which so carries the
-    history of exactly the epochs its weights have seen): every epoch's record, and
-    every *session*'s (call of :func:`~capsnotes.training.train.train` that trained)
-    seconds, device, versions, provenance and plan. Its ``device`` names every device
-    the run trained on."""
+    """A run's history, in ``history.json`` and in the checkpoint (so that it covers the
+    epochs its weights have seen): every epoch's record, and every session's seconds,
+    device, versions, provenance and plan; ``device`` names every device used."""
 
     def __init__(
         self,

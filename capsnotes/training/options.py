@@ -1,10 +1,6 @@
-"""The options every command line of the project shares, declared once.
-
-``python -m capsnotes`` and every script in ``benchmarks/`` and ``tools/`` are tyro
-command lines made from dataclasses; a field that takes a device, a data folder or an
-output folder is annotated with one of these types, so ``--device``, ``--data-root`` and
-``--out`` read, default and are documented alike everywhere.
-"""
+"""The options every tyro command line of the project (``python -m capsnotes``,
+``benchmarks/``, ``tools/``) shares, declared once so that ``--device``, ``--data-root``
+and ``--out`` read, default and are documented alike everywhere."""
 
 from __future__ import annotations
 

@@ -1,14 +1,9 @@
-"""The book's trained models, shipped inside the package.
-
-Training the paper's model takes hours on a CPU, so the chapters load the weights that
-``python -m capsnotes train ...`` produced once, stored in ``weights/`` beside this
-module. Each model is two files, written by :func:`save_pretrained`
-(``tools/ship_pretrained.py``, and the campaign):
-
-* ``<name>.safetensors`` — the weights in the checkpoint format, stored as float16 to
-  halve the download;
-* ``<name>.json`` — the provenance record: the run's command, configuration and whole
-  history, plus the SHA-256 of the weights file and the accuracy of the stored weights.
+"""The book's trained models, shipped inside the package: training the paper's model
+takes hours on a CPU, so the chapters load the weights a ``python -m capsnotes train``
+run produced once. Each model is two files in ``weights/``, written by
+:func:`save_pretrained`: ``<name>.safetensors``, the weights in the checkpoint format as
+float16 (half the download), and ``<name>.json``, the run's history (command,
+configuration, epochs) with the SHA-256 and test accuracy of the stored weights.
 """
 
 from __future__ import annotations
@@ -57,12 +52,11 @@ def load_pretrained(
     *,
     folder: str | Path | None = None,
 ) -> tuple[nn.Module, dict[str, Any]]:
-    """The shipped model ``name`` (:data:`PRETRAINED`; from ``folder`` if given), in
-    float32 and evaluation mode on ``device`` (default: the CPU), with the reference
-    implementations, and the provenance record of the run that made it, in which
-    ``history["epochs"][-1]["test_accuracy"]`` is its final accuracy on all 10,000 test
-    images. Raises ``FileNotFoundError`` for a missing file and ``ValueError`` for files
-    that are damaged, do not belong together or do not fit their model."""
+    """The shipped model ``name`` (from ``folder`` if given) in float32, evaluation mode
+    and the reference implementations on ``device`` (default: the CPU), and its record
+    (``history["epochs"][-1]["test_accuracy"]``: on all 10,000 test images). Raises
+    ``FileNotFoundError`` for a missing file, ``ValueError`` for damaged, mismatched or
+    unfitting files."""
     weights_path, record_path = pretrained_files(name, folder)
     for path in (weights_path, record_path):
         if not path.is_file():
@@ -83,8 +77,7 @@ def load_pretrained(
             f"{weights_path} does not match its record {record_path.name} (SHA-256 "
             "differs): the file is damaged or comes from another run"
         )
-    # checks the format and the tensor digest
-    checkpoint = load_checkpoint(weights_path)
+    checkpoint = load_checkpoint(weights_path)  # checks the format and tensor digest
     model = build_model(config)
     state = {key: value.float() for key, value in checkpoint.model_state.items()}
     source = f"{weights_path} (with its record {record_path.name})"
@@ -100,15 +93,10 @@ def save_pretrained(
     data_root: str | Path | None = None,
     tolerance: float = 0.001,
 ) -> dict[str, Any]:
-    """Ship the finished training run in ``run_dir`` as the pretrained model ``name``.
-
-    Stores the weights as float16 beside the run's history, loads them back through
-    :func:`load_pretrained`, scores them on the whole test set, and refuses (leaving the
-    shipped files as they were) if that accuracy differs from the run's final test
-    accuracy by more than ``tolerance``. Both files appear together or not at all.
-
-    Returns the provenance record that was written.
-    """
+    """Ship the finished run in ``run_dir`` as the pretrained model ``name`` and return
+    its record: the weights as float16, loaded back by :func:`load_pretrained` and
+    scored on the whole test set; refused, the shipped files left as they were, if that
+    accuracy is more than ``tolerance`` from the run's. Both files appear or neither."""
     run_dir = Path(run_dir)
     checkpoint = load_checkpoint(run_dir / "checkpoint.safetensors")
     history = checkpoint.metadata["history"]
@@ -123,9 +111,7 @@ def save_pretrained(
             f"{run_dir} was scored on a subset of the test set: ship a run tested on "
             "all of it"
         )
-    weights_path, record_path = pretrained_files(
-        name, None if folder is None else Path(folder)
-    )
+    weights_path, record_path = pretrained_files(name, folder)
     weights_path.parent.mkdir(parents=True, exist_ok=True)
     half = {
         key: value.half() if value.is_floating_point() else value

@@ -1,7 +1,5 @@
 """One training step, the whole of the training math on one page: :func:`training_step`.
-:class:`TrainingStep` is what the trainer calls. How the trainer makes the same step
-faster wraps its parts and leaves the step as it is (:mod:`capsnotes.fast.precision`,
-:mod:`capsnotes.fast.graphs`).
+The trainer calls a :class:`TrainingStep`, whose parts :mod:`capsnotes.fast` wraps.
 """
 
 from __future__ import annotations
@@ -22,12 +20,10 @@ Objective = Callable[..., Loss]
 
 
 class WeightAverage:
-    """An exponential moving average of a model's weights: after every step ``a ← a + (1
-    - decay) (w - a)`` (torch's ``swa_utils`` EMA update). ``average.model`` holds the
-    averaged weights; evaluate and save it like the model itself."""
+    """An exponential moving average of a model's weights, held in ``average.model``:
+    after every step ``a ← a + (1 - decay) (w - a)`` (torch's ``swa_utils`` EMA)."""
 
     def __init__(self, model: nn.Module, decay: float) -> None:
-        self.decay = decay
         self.model = copy.deepcopy(model).requires_grad_(False)
         self._update = get_ema_multi_avg_fn(decay)
 

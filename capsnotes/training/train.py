@@ -1,12 +1,7 @@
-"""The trainer: a run built from its configuration, epochs of steps, a test after each,
-checkpoints, and resuming. It trains every model the book trains; what differs between
-them (the model, its objective, its data) comes from the configuration.
-
-::
-
-    config ─► plan_for(config, device, ...) ─► build_run ─► run.model, run.optimizer,
-              run.scheduler, run.average, run.step(batch)
-    train(config, out_dir): for each epoch, for each batch, run.step(batch); test; save
+"""The trainer of every model the book trains: a run built from its configuration and
+plan (:func:`build_run`), then epochs of steps, a test after each, checkpoints, and
+resuming (:func:`train`). The model, its objective and its data come from the
+configuration.
 """
 
 from __future__ import annotations
@@ -36,14 +31,13 @@ from .step import TrainingStep, WeightAverage
 
 @dataclass
 class TrainingRun:
-    """Everything a run trains with. ``step(batch)`` trains on one batch."""
+    """Everything a run trains with; ``step(batch)`` trains on one batch."""
 
     config: TrainConfig
     model: nn.Module
     optimizer: torch.optim.Adam
     scheduler: torch.optim.lr_scheduler.ExponentialLR
     step: Callable[[Sequence[Tensor]], dict[str, Tensor]]
-    #: how the run computes (:func:`plan_for`), with the CPU's timings where it made any
     plan: Plan
     average: WeightAverage | None = None
     #: float16's loss scaler (None in the other formats)
@@ -51,7 +45,7 @@ class TrainingRun:
 
     @property
     def details(self) -> dict[str, Any]:
-        """How the run computes, as its history records it: the plan, its timings."""
+        """The plan (how the run computes, with any timings) as history records it."""
         return self.plan.to_dict()
 
     @property
@@ -60,7 +54,7 @@ class TrainingRun:
         return self.model if self.average is None else self.average.model
 
     def state(self) -> dict[str, Any]:
-        """What a checkpoint holds (``save_checkpoint``'s arguments)."""
+        """``save_checkpoint``'s arguments."""
         average, scaler = self.average, self.scaler
         return {
             "model_state": self.model.state_dict(),
@@ -71,8 +65,8 @@ class TrainingRun:
         }
 
     def load(self, checkpoint: Checkpoint) -> None:
-        """Continue from ``checkpoint``: weights, average, Adam's state (in the Adam
-        this run built), the schedule, and float16's loss scale."""
+        """Continue from ``checkpoint``: weights, average, Adam (as this run built it),
+        schedule and float16's loss scale."""
         path = checkpoint.path
         load_model_state(self.model, checkpoint.model_state, path)
         if self.average is not None:
@@ -88,8 +82,8 @@ class TrainingRun:
 def build_optimizer(
     parameters: Iterable[nn.Parameter], config: TrainConfig, plan: Plan
 ) -> torch.optim.Adam:
-    """The Adam of a run of ``config``, fused and capturable as ``plan`` says. It reads
-    no device, so that a test can build a GPU plan's Adam on a CPU."""
+    """The Adam of a run of ``config``, fused and capturable as ``plan`` says (no device
+    read: a test builds a GPU plan's Adam on a CPU)."""
     return torch.optim.Adam(
         parameters,
         lr=config.learning_rate,
@@ -136,8 +130,7 @@ def build_run(
 
 @dataclass
 class TrainResult:
-    """The trained model (the averaged weights if the run kept a moving average), its
-    history and where it was saved."""
+    """The trained model (``TrainingRun.result_model``), its history and its folder."""
 
     model: nn.Module
     history: dict[str, Any]
@@ -161,29 +154,20 @@ def train(
     """Train a model with ``config``, saving into ``out_dir`` after every epoch (the
     checkpoint every ``checkpoint_every`` epochs and after the last; ``provenance``,
     e.g. the command, in the history). ``resume`` continues from ``out_dir``'s
-    checkpoint, which must come from the same configuration but for a larger ``epochs``
-    (an extended run trains exactly as a longer one would have). ``fast``: the fast
-    paths; ``implementation`` fixes choices of the plan instead of timing them (e.g.
-    ``{"convolution": "native"}``; one that contradicts a choice the resumed run kept is
-    refused, :func:`~capsnotes.fast.plan.plan_for`)."""
+    checkpoint of the same configuration with fewer ``epochs`` (an extended run trains
+    exactly as a longer one would have). ``fast``: the fast paths; ``implementation``
+    fixes choices of the plan instead of timing them (``{"convolution": "native"}``;
+    one that contradicts a resumed run's is refused, :func:`plan_for`)."""
     checks.integer("checkpoint_every", checkpoint_every, minimum=1)
     device = resolve_device(device)
     log = RunHistory(Path(out_dir), config, device, provenance, resume)
     train_data, test_data = load_run_data(config, device, data_root)
-    trains = bool(log.epochs_to_train())
-    plan = plan_for(
-        config,
-        device,
-        reference=not fast,
-        # a real batch and fresh models, for a CPU to time what is open (if it trains)
-        sample=(lambda: next(train_data.batches(config.batch_size)))
-        if trains
-        else None,
-        make_model=(lambda: build_model(config)) if trains else None,
-        kept=log.choices_to_keep(),
-        **(implementation or {}),
+    options = dict(
+        reference=not fast, kept=log.choices_to_keep(), **(implementation or {})
     )
-    run = build_run(config, device, plan)
+    run = _build_timed_run(
+        config, device, train_data, bool(log.epochs_to_train()), options
+    )
     if log.checkpoint is not None:  # weights, Adam, schedule and loss scale
         run.load(log.checkpoint)
     for epoch in log.epochs_to_train():
@@ -212,11 +196,7 @@ def estimate_run(
     train_data, _ = load_run_data(config, device, data_root)
     if len(train_data) < size:
         raise ValueError(f"estimate_run needs at least one batch of {size} images")
-    sample = lambda: next(train_data.batches(size))  # noqa: E731
-    plan = plan_for(
-        config, device, sample=sample, make_model=lambda: build_model(config)
-    )
-    run = build_run(config, device, plan)
+    run = _build_timed_run(config, device, train_data)
     generator = torch.Generator(device=device).manual_seed(config.seed)
     batches = (  # epoch after epoch, full batches only
         batch
@@ -243,6 +223,23 @@ def estimate_run(
         "run_seconds": step_seconds * per_epoch * config.epochs,
         "plan": run.details,
     }
+
+
+def _build_timed_run(
+    config: TrainConfig,
+    device: torch.device,
+    train_data: Any,
+    timed: bool = True,
+    options: dict[str, Any] | None = None,
+) -> TrainingRun:
+    """:func:`build_run` with :func:`plan_for`'s ``options``; if ``timed``, a CPU times
+    its open choices on a real batch of ``train_data`` with fresh models."""
+    sample = (lambda: next(train_data.batches(config.batch_size))) if timed else None
+    make_model = (lambda: build_model(config)) if timed else None
+    plan = plan_for(
+        config, device, sample=sample, make_model=make_model, **(options or {})
+    )
+    return build_run(config, device, plan)
 
 
 def epoch_seed(seed: int, epoch: int) -> int:
@@ -274,9 +271,7 @@ def _train_epoch(
     # within fork_rng, which gives the caller back its random state afterwards
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         torch.manual_seed(seed)
-        steps = [
-            run.step(batch) for batch in bar
-        ]  # per step: loss terms, right answers
+        steps = [run.step(batch) for batch in bar]  # each: loss terms, right answers
     names = list(steps[0])
     table = torch.stack(
         [torch.stack([s[name].float() for name in names]) for s in steps]
