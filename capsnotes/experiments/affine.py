@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..data import ImageSet, checks
+from ..fast.scoring import scorer_for
 
 
 @dataclass(frozen=True)
@@ -147,13 +148,15 @@ def predictions(
     parameters: AffineParameters,
     batch_size: int = 500,
 ) -> Tensor:
-    """``model``'s predictions ``[N]`` for ``data`` warped by ``parameters``."""
+    """``model``'s predictions ``[N]`` for ``data`` warped by ``parameters`` (float32's,
+    by :func:`~capsnotes.fast.scoring.scorer_for`)."""
     device = next(model.parameters()).device
     model.eval()
+    scorer = scorer_for(model, device)
     found, batches = [], data.to(device).batches(batch_size)
     for start, (images, _) in zip(range(0, len(data), batch_size), batches):
         part = parameters[start : start + batch_size]
-        found.append(model(warp(images, part)).predictions.cpu())
+        found.append(scorer(warp(images, part)).predictions.cpu())
     return torch.cat(found)
 
 

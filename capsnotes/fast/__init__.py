@@ -1,5 +1,5 @@
-"""How the same math runs fast: the trainer's wing of the package, which the paper's
-modules never import; each module's docstring names the technique it holds.
+"""How the same math runs fast: the wing the trainer and the experiments use and the
+paper's modules never import; each module's docstring names the technique it holds.
 
 :func:`speed_up` swaps a built CapsNet's layers for the fast ones. They hold the same
 parameters under the same names, so a ``state_dict`` moves between the two freely.

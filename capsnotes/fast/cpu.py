@@ -15,6 +15,7 @@ triple the passes, each up to a second of the paper's model, and cannot interlea
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from time import perf_counter
@@ -24,7 +25,7 @@ import torch
 from torch import Tensor, nn
 
 from . import CONVOLUTIONS, speed_up
-from .plan import DTYPES
+from .plan import BF16_SPEEDUP, DTYPES
 from .precision import Autocast
 
 
@@ -68,6 +69,14 @@ def cpu_matmul_rates(
         if rates[torch.bfloat16] < rates[torch.float32]:
             break
     return MatmulRates(tuple(measured), best[torch.float32], best[torch.bfloat16])
+
+
+@functools.cache
+def bf16_is_fast() -> bool:
+    """Whether this process's CPU kernels multiply bf16 at least ``BF16_SPEEDUP`` times
+    as fast as float32, by one 256² product of each (milliseconds; about 40 where bf16
+    is emulated): measured once per process, as the kernels are chosen once."""
+    return cpu_matmul_rates(sizes=(256,)).speedup >= BF16_SPEEDUP
 
 
 @dataclass(frozen=True)

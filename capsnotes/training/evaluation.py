@@ -14,6 +14,7 @@ from torch import Tensor, nn
 
 from ..data import ImageSet, checks
 from ..fast.routing import route_parents_first
+from ..fast.scoring import scorer_for
 from ..losses import Loss
 from ..model import CapsNet
 
@@ -26,12 +27,15 @@ def evaluate(
     *,
     batch_size: int = 500,
     return_outputs: bool = False,
+    fast: bool = True,
 ) -> dict[str, Any]:
     """The fraction of ``data`` (anything with ``batches(batch_size)`` yielding
     ``(images, labels, ...)``) that ``model`` gets right, in evaluation mode. With
     ``objective`` (``objective(output, *batch) -> Loss``), also the mean of each loss
     term; with ``return_outputs``, also the model's outputs for every image but the
-    reconstructions, on the CPU."""
+    reconstructions, on the CPU. With ``fast``, the predictions alone come from
+    :func:`~capsnotes.fast.scoring.scorer_for` (on a CPU with bf16 units, the same
+    counts about 3x as fast); without, always from ``model`` itself."""
     if objective is not None and not callable(objective):
         raise TypeError(
             f"objective must be a function of (output, *batch), got {objective!r}"
@@ -40,12 +44,14 @@ def evaluate(
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
+    alone = fast and objective is None and not return_outputs  # predictions only
+    scorer = scorer_for(model, device) if alone else model
     right = torch.zeros((), dtype=torch.int64, device=device)
     totals: dict[str, Tensor] = {}  # loss terms summed over the images
     kept: dict[str, list[Tensor]] = {}
     for batch in data.to(device).batches(batch_size):
         images, labels = batch[0], batch[1]
-        output = model(images)
+        output = scorer(images)
         right += (output.predictions == labels).reshape(len(labels), -1).all(1).sum()
         if objective is not None:
             for name, value in objective(output, *batch).terms.items():
