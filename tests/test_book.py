@@ -185,7 +185,7 @@ def test_a_notebook_is_stale_only_when_code_it_runs_changed(tmp_path):
     outputs), then one file changed at a time: the chapter is stale when the change is to
     a file its imports run (the package's __init__ runs squash.py; a capsbook helper; the
     shipped weights, for a chapter that loads them) or to the requirements, and not when
-    it is to the command line, the speed wing, pytest's settings, or, for a chapter that
+    it is to the command line, a benchmark, pytest's settings, or, for a chapter that
     imports nothing of the package, any file of it (its requirements it still installs)."""
     pyproject = '[project]\nname = "capsnotes"\ndependencies = ["torch>=2.11"]\n\n'
     pyproject += '[tool.pytest.ini_options]\naddopts = "-n 2"\n'
@@ -195,7 +195,7 @@ def test_a_notebook_is_stale_only_when_code_it_runs_changed(tmp_path):
         "capsnotes/squash.py": "",
         "capsnotes/training/cli.py": "",
         "capsnotes/training/weights/mnist.json": "{}",
-        "capsnotes/fast/cpu.py": "",
+        "benchmarks/floor.py": "",
         "book/capsbook/display.py": "",
         "README.md": "",
     }
@@ -217,7 +217,7 @@ def test_a_notebook_is_stale_only_when_code_it_runs_changed(tmp_path):
             (repo / name).write_text(files[name])
 
     assert {c for c, code in chapters_code.items() if changed_since(commit, code, repo)} == set()
-    for unrelated in ("capsnotes/training/cli.py", "capsnotes/fast/cpu.py", "README.md"):
+    for unrelated in ("capsnotes/training/cli.py", "benchmarks/floor.py", "README.md"):
         assert stale_after(unrelated, "changed = True\n") == set(), unrelated
     tooling = pyproject.replace('"-n 2"', '"-n 4"')
     assert stale_after("pyproject.toml", tooling) == set()
