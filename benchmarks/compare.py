@@ -24,7 +24,8 @@ Every row is the trainer's plan (capsnotes.fast.plan) with named choices replace
 whose plan cannot run (a CUDA graph of a float16 step, for one) is refused with the
 reason, and a row that fails is left out with its error, while the others are timed.
 Every row runs in the same process, so every row has the same allocator settings (the
-record keeps the GLIBC_TUNABLES the process was started with). The command then
+record keeps the GLIBC_TUNABLES the process was started with; on a CPU, from the first
+fast run built on, freed memory is kept: capsnotes.fast.memory). The command then
 measures the device's matrix-multiply rate, reports the achieved arithmetic rate
 against it, and breaks a capsnotes step down by part (benchmarks/breakdown.py).
 

@@ -9,7 +9,9 @@ tensors of the same shapes and dtype (4-D ones also channels-last, the faster ke
 with ``torch.utils.benchmark`` at the same number
 of threads (the median of its measurements). Their sum is the step's floor: what the
 step would take if it did nothing but its products, each at the speed it has alone.
-Beside it: the step itself (the median of repeated steps), its arithmetic rate, and the
+Beside it: the step itself (the median of repeated steps after a warm-up; with
+``--no-keep-freed-memory`` as the step runs with glibc's own allocator settings:
+:func:`capsnotes.fast.memory.keep_freed_memory`), its arithmetic rate, and the
 CPU's best rate for a large square product in the step's precision
 (:func:`capsnotes.fast.cpu.cpu_matmul_rates` at 2048 and 4096). The record goes to
 ``benchmarks/results/NAME-floor.json`` and names the CPU.
@@ -162,10 +164,10 @@ def time_alone(product: Product, threads: int) -> tuple[float, str]:
     return timed[best], best
 
 
-def measure(batch_size: int, repeats: int, threads: int) -> dict[str, Any]:
+def measure(batch_size: int, repeats: int, threads: int, warmup: int, keep: bool) -> dict[str, Any]:
     """The floor and the step at ``batch_size`` (see the module)."""
     config = dataclasses.replace(training_profile("paper"), batch_size=batch_size)
-    data = load_dataset("mnist", train=True).subset(batch_size * (repeats + 2), seed=0)
+    data = load_dataset("mnist", train=True).subset(batch_size * (warmup + repeats + 1), seed=0)
     batches = list(
         data.batches(
             batch_size,
@@ -175,12 +177,17 @@ def measure(batch_size: int, repeats: int, threads: int) -> dict[str, Any]:
         )
     )
     plan = plan_for(
-        config, "cpu", sample=lambda: batches[0], make_model=lambda: build_model(config)
+        config,
+        "cpu",
+        sample=lambda: batches[0],
+        make_model=lambda: build_model(config),
+        keep_freed_memory=keep,
     )
     run = build_run(config, "cpu", plan)
-    run.step(batches[0])  # Adam makes its state
+    for batch in batches[:warmup]:  # Adam makes its state, the allocator its heap
+        run.step(batch)
     seconds = []
-    for batch in batches[1 : repeats + 1]:
+    for batch in batches[warmup : warmup + repeats]:
         started = time.perf_counter()
         run.step(batch)
         seconds.append(time.perf_counter() - started)
@@ -225,8 +232,15 @@ class Options:
 
     batch_sizes: tuple[int, ...] = (64, 128)
     """the batch sizes whose steps are measured"""
-    repeats: int = 7
+    repeats: int = 9
     """timed steps per batch size (the median counts)"""
+    warmup: int = 5
+    """untimed steps first (Adam's state, the allocator's heap)"""
+    keep_freed_memory: bool = True
+    """keep freed memory in the process, as the trainer does; --no-keep-freed-memory:
+    glibc's own settings, for comparison (the record: NAME-floor-released.json; a process
+    of its own: once the heap holds the step's blocks, malloc reuses them whatever the
+    settings say)"""
     record: Annotated[str | None, tyro.conf.arg(metavar="NAME")] = None
     """write benchmarks/results/NAME-floor.json (None: print only)"""
 
@@ -242,7 +256,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             "bfloat16": rates.bfloat16,
             "sizes": rates.sizes,
         },
-        "steps": [measure(size, args.repeats, threads) for size in args.batch_sizes],
+        "steps": [
+            measure(size, args.repeats, threads, args.warmup, args.keep_freed_memory)
+            for size in args.batch_sizes
+        ],
     }
     for step in record["steps"]:
         precision = step["plan"]["precision"]
@@ -256,7 +273,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{step['share_of_best_product_rate']:.0%} of the best {precision} product"
         )
     if args.record:
-        path = RESULTS / f"{args.record}-floor.json"
+        kept = "" if args.keep_freed_memory else "-released"
+        path = RESULTS / f"{args.record}-floor{kept}.json"
         write_json(path, record)
         print(f"wrote {path}")
     return 0

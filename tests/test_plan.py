@@ -83,6 +83,9 @@ def test_the_plan_of_each_device(device, variant):
     assert record["cuda_graphs"] is made.cuda_graph
     assert record["optimizer"].startswith("Adam, fused" if made.fused_adam else "Adam")
     assert ("capturable" in record["optimizer"]) is made.cuda_graph
+    # freed memory is kept by a CPU's fast runs only (a GPU's allocator keeps its own)
+    kept = device == CPU and variant != "reference"
+    assert made.keep_freed_memory is kept and record["keep_freed_memory"] is kept
 
 
 #: What a CUDA card computes natively, from NVIDIA's documentation rather than from the
@@ -158,6 +161,7 @@ def test_an_override_changes_one_choice_and_what_follows_from_it():
         (CPU, {"cuda_graph": True}, "a CUDA graph needs a CUDA device, not cpu"),
         (CPU, {"precision": "float16"}, "a cpu trains in float32 or bfloat16"),
         (H100, {"convolution": "matmul"}, "convolutions as matrix products are a CPU"),
+        (H100, {"keep_freed_memory": True}, "keeping freed memory is a CPU technique"),
         (H100, {"routing": "magic"}, "routing must be one of"),
         (H100, {"precision": "float8"}, "precision must be one of"),
         (H100, {"graph": False}, "unknown choice graph; a plan's choices are routing"),
@@ -193,6 +197,7 @@ GIVEN = {
     "cuda_graph": (H100, False),
     "fused_adam": (H100, False),
     "compile": (H100, True),
+    "keep_freed_memory": (CPU, False),
 }
 
 

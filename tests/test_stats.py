@@ -46,6 +46,10 @@ def test_paired_arms_flip_every_sign():
 def test_the_detectable_difference_is_the_t_quantiles_times_the_standard_error():
     # t(0.975, 4) = 2.7764, t(0.80, 4) = 0.9410
     assert stats.detectable(1.0, 4) == pytest.approx(2.7764 + 0.9410, abs=1e-3)
+    # at a Bonferroni level (0.05 over 5 tests): t_{0.995, 4} = 4.6041
+    assert stats.detectable(1.0, 4, alpha=0.01) == pytest.approx(4.6041 + 0.9410, abs=1e-3)
+    with pytest.raises(ValueError, match="alpha must lie between 0 and 1"):
+        stats.detectable(1.0, 4, alpha=0.0)
     d = stats.paired([0.0, 0.0, 0.0], [1.0, 2.0, 3.0])
     assert d.detectable == pytest.approx(stats.detectable(1.0 / math.sqrt(3), 2))
     assert d.detectable > d.effect - 2 * d.spread  # a positive, finite difference

@@ -320,6 +320,7 @@ def test_the_reference_run_is_plain_pytorch():
         "compile": False,
         "routing": "reference",
         "convolution": "native",
+        "keep_freed_memory": False,
     }
     assert run.plan.reference and run.scaler is None
 

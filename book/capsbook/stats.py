@@ -37,12 +37,15 @@ ALPHA = 0.05
 POWER = 0.80
 
 
-def detectable(standard_error: float, df: int) -> float:
-    """The true difference a two-sided t-test at :data:`ALPHA` with ``df`` degrees of
+def detectable(standard_error: float, df: int, alpha: float = ALPHA) -> float:
+    """The true difference a two-sided t-test at level ``alpha`` (default
+    :data:`ALPHA`; a Bonferroni level where several are tested) with ``df`` degrees of
     freedom detects with probability :data:`POWER`, given the difference's standard
     error (the usual approximation: ``(t_{1-α/2} + t_{power}) × SE``)."""
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must lie between 0 and 1, got {alpha!r}")
     return float(
-        (stats.t.ppf(1 - ALPHA / 2, df) + stats.t.ppf(POWER, df)) * standard_error
+        (stats.t.ppf(1 - alpha / 2, df) + stats.t.ppf(POWER, df)) * standard_error
     )
 
 

@@ -37,7 +37,15 @@ DTYPES: dict[str, torch.dtype | None] = {
 BF16_SPEEDUP = 1.5
 
 #: The choices a plan makes, which can be overridden by name; the other fields follow.
-CHOICES = ("routing", "convolution", "precision", "cuda_graph", "fused_adam", "compile")
+CHOICES = (
+    "routing",
+    "convolution",
+    "precision",
+    "cuda_graph",
+    "fused_adam",
+    "compile",
+    "keep_freed_memory",
+)
 
 
 class RunConfig(Protocol):
@@ -96,6 +104,9 @@ class Plan:
     fused_adam: bool
     #: ``torch.compile`` around the model
     compile: bool
+    #: on a CPU, freed memory kept in the process for the next step
+    #: (:func:`capsnotes.fast.memory.keep_freed_memory`)
+    keep_freed_memory: bool = False
     #: the choices a CPU times on a real batch before the run is built
     timed: tuple[str, ...] = ()
     #: the CPU's timings that made the timed choices (None: none made)
@@ -164,6 +175,11 @@ class Plan:
                 "bfloat16 needs compute capability 8.0 or later; this GPU has "
                 f"{major}.{minor}"
             )
+        if self.keep_freed_memory and not cpu:
+            raise ValueError(
+                "keeping freed memory is a CPU technique (a GPU's caching allocator "
+                f"keeps its own); on {device} keep_freed_memory is False"
+            )
         if self.cuda_graph and not cuda:
             raise ValueError(f"a CUDA graph needs a CUDA device, not {device}")
         if self.cuda_graph and self.loss_scaling:
@@ -189,6 +205,7 @@ class Plan:
             "cuda_graphs": self.cuda_graph,
             "optimizer": adam,
             "compile": self.compile,
+            "keep_freed_memory": self.keep_freed_memory,
         }
         if self.routing is not None:
             record |= {"routing": self.routing, "convolution": self.convolution}
@@ -240,6 +257,8 @@ def plan_run(
         cuda_graph=fast and cuda and precision != "float16",
         fused_adam=fused_adam,
         compile=False,
+        # the step's large buffers come back from the heap, not the kernel
+        keep_freed_memory=fast and device_type == "cpu",
         timed=timed,
     )
     return plan.with_choices(**choices)
@@ -283,6 +302,10 @@ def plan_for(
         return plan
     # imported here: the timing module reads this one's DTYPES
     from .cpu import choose_cpu_implementation, cpu_matmul_rates
+    from .memory import keep_freed_memory
+
+    if plan.keep_freed_memory:  # the candidates timed as the run will run
+        keep_freed_memory()
 
     precisions, timings = [plan.precision], {}
     if "precision" in plan.timed:  # bf16 is timed only where its products are fast

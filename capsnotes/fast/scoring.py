@@ -7,13 +7,17 @@ Counting right answers needs only the longest capsule, and bf16 moves the length
 less than they usually lie apart (the shipped MNIST model on the 10,000 test digits: at
 most 0.0091, no prediction changed; a 2-core AMD EPYC Zen 5, in
 ``benchmarks/results/cpu-amd-zen5-2core-scoring.json``). So :class:`ExactPredictions`
-runs the whole network in bf16, then the float32 model itself again on every image whose
-two longest capsules lie within ``margin`` of each other in bf16. Where no length is off
-by more than ``margin / 4`` (0.025 by default: 2.7 times the largest measured), a
-prediction bf16 would get wrong lies in that band, and the counts are float32's.
+runs the network in bf16 (the primary capsules squashed in float32), then the float32
+model itself again on every image whose two longest capsules lie within ``margin`` of
+each other in bf16. A prediction bf16 gets wrong has its two longest capsules swapped,
+so their bf16 lengths lie within twice the largest error of any length: where no length
+is off by more than ``margin / 2``, every such image lies in the band and is re-scored,
+and the counts are float32's. The default, 0.1, leaves room: ``margin / 4`` = 0.025 is
+2.8 times the largest error measured (0.0091).
 
 Hand-written, because autocast leaves the forward pass at about 2.2x float32's speed on
-that CPU, and this at about 3.2x: the first convolution (one input channel, 81 taps) is
+that CPU (measured while this was written, not kept as a record), and this at about
+3.2x (the record): the first convolution (one input channel, 81 taps) is
 one matrix product over its unfolded patches, whose rows are already the channels-last
 layout the primary convolution runs fastest on; the votes and the routing go through
 ``chunk`` images at a time, so that their votes (360 KB an image in bf16) stay in the

@@ -20,6 +20,7 @@ from tqdm import tqdm
 from ..data import checks
 from ..fast import speed_up
 from ..fast.graphs import GraphedStep
+from ..fast.memory import keep_freed_memory
 from ..fast.plan import Plan, plan_for
 from ..fast.precision import Autocast, loss_scaling, resolve_device
 from .checkpoint import Checkpoint, load_model_state, load_optimizer_state
@@ -105,6 +106,8 @@ def build_run(
         raise ValueError(
             f"a plan for {plan.device_type} cannot build a run on {device}"
         )
+    if plan.keep_freed_memory:  # for this process, from now on
+        keep_freed_memory()
     model = build_model(config)
     if plan.routing is not None:
         model = speed_up(model, plan.routing, plan.convolution)
