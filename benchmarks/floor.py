@@ -249,7 +249,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = tyro.cli(Options, args=argv, prog="python -m benchmarks.floor")
     threads = torch.get_num_threads()
     rates = cpu_matmul_rates(sizes=(2048, 4096), repeats=5)
-    record: dict[str, Any] = header(command_line("benchmarks.floor", argv), "cpu") | {
+    record: dict[str, Any] = header(command_line("benchmarks.floor", argv), "cpu")
+    if args.keep_freed_memory:  # the setting the run makes itself, beside the process's
+        record["allocator"] += "; freed memory kept by the run (capsnotes.fast.memory)"
+    record |= {
         "threads": threads,
         "matmul_gflop_per_s": {
             "float32": rates.float32,

@@ -2,14 +2,15 @@
 
 A CPU training step allocates and frees the same large buffers every step (the primary
 convolution's columns alone: 95 MB in bf16 at batch 64). glibc's ``malloc`` serves a
-block above its mmap threshold (at most 32 MiB unless set) with a fresh mapping and
-unmaps it when it is freed, and frees the top of its heap above its trim threshold: the
-next step gets the memory back from the kernel as zeroed pages, faulted in one by one.
-On a 2-core AMD Zen 5, gathering those columns took 19 ms so and 5 ms with the blocks
-kept (batch 64). Raising both thresholds (``mallopt``, ``man 3 mallopt``) keeps freed
-blocks in the process for the next step. Hand-written: neither Python nor torch exposes
-the C library's allocator settings, so ``mallopt`` is called through ``ctypes``; the
-same settings made as ``GLIBC_TUNABLES`` work only if set before Python starts.
+block above its mmap threshold (at most 32 MiB unless set) with a mapping of its own and
+unmaps it when it is freed, and returns the top of its heap to the kernel once more than
+its trim threshold lies free there: the next step gets the memory back from the kernel
+as zeroed pages, faulted in one by one. Raising both thresholds (``mallopt``, ``man 3
+mallopt``) keeps freed blocks in the process for the next step (the step with and
+without: ``benchmarks/results/*-floor.json`` and ``*-floor-released.json``).
+Hand-written: neither Python nor torch exposes the C library's allocator settings, so
+``mallopt`` is called through ``ctypes``; the same settings made as ``GLIBC_TUNABLES``
+work only if set before Python starts.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from collections.abc import Callable
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
 
-#: Kept: blocks up to 1 GiB come from the heap, and up to 2 GiB of freed heap stays.
-KEPT = {M_MMAP_THRESHOLD: 1 << 30, M_TRIM_THRESHOLD: 1 << 31}
+#: Kept: blocks up to 1 GiB come from the heap, and up to 2 GiB of freed heap stays
+#: (mallopt takes a C int: 2**31 - 1 is the largest).
+KEPT = {M_MMAP_THRESHOLD: 1 << 30, M_TRIM_THRESHOLD: (1 << 31) - 1}
 #: glibc's starting values (its dynamic raising of the mmap threshold, which these
 #: starting values allow, is not restored once a value was set).
 GLIBC_DEFAULTS = {M_MMAP_THRESHOLD: 128 * 1024, M_TRIM_THRESHOLD: 128 * 1024}
