@@ -14,9 +14,10 @@ capsule than float32, bf16's pick is less than ``2e`` longer, in bf16, than floa
 winner, which in bf16 is no longer than bf16's second: the two longest bf16 capsules lie
 within ``2e``. So where every length is off by less than ``margin / 2`` (0.05 by
 default, 5.5 times the largest error measured, 0.0091), every prediction bf16 changes is
-re-scored, and the counts are float32's. (The largest error was measured on the MNIST
-test digits; on chapter 12's warped digits the counts came out as the float32 model's,
-point by point.)
+re-scored, and the counts are float32's. The bound holds only where the errors stay
+below ``margin / 2`` on the images scored: the largest error was measured on the MNIST
+test digits (on chapter 12's warped digits the counts came out as the float32 model's,
+point by point, when this was written: checked, not kept as a record).
 
 Hand-written, because autocast leaves the forward pass at about 2.2x float32's speed on
 that CPU (measured while this was written, not kept as a record), and this at about
