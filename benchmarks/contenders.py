@@ -110,14 +110,19 @@ def ablation_rows(
     size = batch_size
     if trainer.device_type != "cuda":
         native, matmul = {"convolution": "native"}, {"convolution": "matmul"}
+        native_input = {"convolution": "matmul-native-input"}
         float32, bf16 = {"precision": "float32"}, {"precision": "bfloat16"}
         return {
             "capsnotes, reference code only": Row(size, reference=True),
             "  + fused routing backward": Row(size, native | float32 | {"fused_adam": False}),
             "  + fused Adam": Row(size, native | float32),
             "  + convolutions as matmul": Row(size, matmul | float32),
+            "  + convolutions as matmul, native input gradient": Row(size, native_input | float32),
             "  + bf16 autocast": Row(size, native | bf16),
             "  + bf16 autocast, convolutions as matmul": Row(size, matmul | bf16),
+            "  + bf16 autocast, convolutions as matmul, native input gradient": Row(
+                size, native_input | bf16
+            ),
             "capsnotes, float32 only": Row(size, float32),
         }
     rows = {"capsnotes, reference code only": Row(size, reference=True)}

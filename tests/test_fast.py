@@ -28,15 +28,16 @@ from capsnotes.training.config import TrainConfig, build_model
 from tests.conftest import TINY
 
 
+@pytest.mark.parametrize("input_gradient", ["matmul", "native"])
 @pytest.mark.parametrize(
     ("channels", "kernel", "stride", "size"),
-    [(1, 9, 1, 28), (5, 3, 2, 13), (4, 9, 2, 20), (3, 4, 3, 17)],
+    [(1, 9, 1, 28), (5, 3, 2, 13), (4, 9, 2, 20), (3, 4, 3, 17), (7, 2, 1, 5)],
 )
-def test_conv_as_matmul_matches_conv2d(channels, kernel, stride, size):
+def test_conv_as_matmul_matches_conv2d(channels, kernel, stride, size, input_gradient):
     x = torch.randn(3, channels, size, size, dtype=torch.float64, requires_grad=True)
     w = torch.randn(6, channels, kernel, kernel, dtype=torch.float64, requires_grad=True)
     b = torch.randn(6, dtype=torch.float64, requires_grad=True)
-    out = conv2d_as_matmul(x, w, b, stride)
+    out = conv2d_as_matmul(x, w, b, stride, input_gradient)
     ref = F.conv2d(x, w, b, stride=stride)
     torch.testing.assert_close(out, ref)
     grad = torch.randn_like(ref)
@@ -48,21 +49,40 @@ def test_conv_as_matmul_matches_conv2d(channels, kernel, stride, size):
         torch.testing.assert_close(mine, theirs)
 
 
-def test_conv_as_matmul_gradcheck_float64():
+@pytest.mark.parametrize("input_gradient", ["matmul", "native"])
+def test_conv_as_matmul_gradcheck_float64(input_gradient):
     x = torch.randn(2, 3, 9, 9, dtype=torch.float64, requires_grad=True)
     w = torch.randn(4, 3, 3, 3, dtype=torch.float64, requires_grad=True)
     b = torch.randn(4, dtype=torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(lambda x, w, b: conv2d_as_matmul(x, w, b, 2), (x, w, b))
-    assert torch.autograd.gradcheck(lambda x, w: conv2d_as_matmul(x, w, None, 1), (x, w))
+
+    def conv(x, w, b=None, stride=1):
+        return conv2d_as_matmul(x, w, b, stride, input_gradient)
+
+    assert torch.autograd.gradcheck(lambda x, w, b: conv(x, w, b, 2), (x, w, b))
+    assert torch.autograd.gradcheck(lambda x, w: conv(x, w), (x, w))
+    # more output channels than columns: the weight's gradient is the other product
+    w = torch.randn(12, 3, 2, 2, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda x, w: conv(x, w, None, 2), (x, w))
 
 
-def test_matmul_conv_follows_cpu_autocast_like_conv2d():
+def test_the_input_gradient_is_named_or_refused():
+    x, w = torch.randn(1, 2, 5, 5), torch.randn(3, 2, 3, 3)
+    with pytest.raises(ValueError, match=r"input_gradient must be one of \('matmul', 'native'\)"):
+        conv2d_as_matmul(x, w, None, 1, "oneDNN")
+    with pytest.raises(ValueError, match="input_gradient must be one of"):
+        MatmulConv2d(2, 3, 3, input_gradient="fast")
+    layer = MatmulConv2d.like(torch.nn.Conv2d(2, 3, 3), input_gradient="native")
+    assert layer.input_gradient == "native" and "input_gradient='native'" in repr(layer)
+
+
+@pytest.mark.parametrize("input_gradient", ["matmul", "native"])
+def test_matmul_conv_follows_cpu_autocast_like_conv2d(input_gradient):
     """Under bf16 autocast the matrix products run in bf16, as nn.Conv2d's would: the
     output is bf16, the gradients reach the float32 parameters and input as float32, and
     they agree with the native convolution's under the same autocast."""
     torch.manual_seed(0)
     native = torch.nn.Conv2d(4, 6, 3, stride=2)
-    fast = MatmulConv2d(4, 6, 3, stride=2)
+    fast = MatmulConv2d(4, 6, 3, stride=2, input_gradient=input_gradient)
     fast.load_state_dict(native.state_dict())
     x = torch.rand(2, 4, 13, 13)
     results = []
@@ -111,9 +131,10 @@ def test_a_model_sped_up_agrees_with_the_reference():
     fast = CapsNet(config).double()
     fast.load_state_dict(reference.state_dict())
     parameters = {name: p.data_ptr() for name, p in fast.named_parameters()}
-    fast = speed_up(fast, routing="fused", convolution="matmul")
+    fast = speed_up(fast, routing="fused", convolution="matmul-native-input")
     assert {name: p.data_ptr() for name, p in fast.named_parameters()} == parameters
     assert isinstance(fast.primary.conv, MatmulConv2d) and isinstance(fast.conv1, MatmulConv2d)
+    assert fast.primary.conv.input_gradient == "native" == fast.conv1.input_gradient
     assert type(reference.primary.conv) is torch.nn.Conv2d
     assert isinstance(fast.digits, FusedDigitCapsules) and type(reference.digits) is DigitCapsules
     assert fast.state_dict().keys() == reference.state_dict().keys()
@@ -148,6 +169,30 @@ def test_fused_routing_matches_reference_values_and_gradients(iterations):
 def test_fused_routing_gradcheck_float64():
     u_hat = torch.randn(2, 6, 3, 4, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda u: fused_dynamic_routing(u, 3), (u_hat,))
+
+
+def test_fused_digit_capsules_vote_as_the_paper_s_layer_does():
+    """One batched product over the children gives the einsum's votes (float64), and
+    the layer's door refuses what the paper's refuses."""
+    torch.manual_seed(0)
+    reference = DigitCapsules(in_caps=6, in_dim=4, out_caps=3, out_dim=5).double()
+    fused = FusedDigitCapsules.like(reference)
+    u = torch.randn(2, 6, 4, dtype=torch.float64)
+    torch.testing.assert_close(fused.votes(u), reference.votes(u), rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match=r"\[batch, 6, 4\]"):
+        fused(torch.randn(2, 5, 4))
+
+
+def test_routing_reads_either_layout_of_the_votes():
+    """route_parents_first with the votes also laid out [B, parent, D, child] gives
+    the same iterations as with the votes alone (float64)."""
+    votes = torch.randn(3, 4, 9, 5, dtype=torch.float64)
+    v, passes = route_parents_first(votes, 3)
+    v_t, passes_t = route_parents_first(votes, 3, votes.transpose(2, 3).contiguous())
+    torch.testing.assert_close(v_t, v)
+    for one, other in zip(passes, passes_t, strict=True):
+        for a, b in zip(one, other, strict=True):
+            torch.testing.assert_close(a, b)
 
 
 def test_fused_digit_capsules_take_the_couplings_from_the_reference():
@@ -192,9 +237,18 @@ def choose(**kwargs):
     return choose_cpu_implementation(lambda: CapsNet(TINY), capsnet_loss, BATCH, **kwargs)
 
 
-def fake_clock(monkeypatch, native: float, matmul: float, bf16_factor: float) -> list[str]:
+def fake_clock(
+    monkeypatch,
+    native: float,
+    matmul: float,
+    bf16_factor: float,
+    native_input: float | None = None,
+) -> list[str]:
     """Make each convolution forward advance a fake clock: ``native`` or ``matmul``
-    seconds, times ``bf16_factor`` under bf16 autocast. Returns the list of calls."""
+    seconds (``native_input`` for products with the native input gradient; default:
+    ``matmul`` plus 0.05), times ``bf16_factor`` under bf16 autocast. Returns the list
+    of calls."""
+    native_input = matmul + 0.05 if native_input is None else native_input
     calls: list[str] = []
     clock = {"now": 0.0}
 
@@ -204,7 +258,7 @@ def fake_clock(monkeypatch, native: float, matmul: float, bf16_factor: float) ->
 
     def matmul_forward(self, x):
         calls.append("matmul")
-        cost(matmul)
+        cost(native_input if self.input_gradient == "native" else matmul)
         return torch.nn.functional.conv2d(x, self.weight, self.bias, self.stride)
 
     def native_forward(self, x):
@@ -243,36 +297,47 @@ def test_the_fastest_of_the_candidates_is_chosen(monkeypatch):
     choice = choose(precisions=["float32", "bfloat16"], repeats=2)
     assert (choice.convolution, choice.precision) == ("native", "bfloat16")
     assert set(choice.seconds) == {
-        "native, float32",
-        "matmul, float32",
-        "native, bfloat16",
-        "matmul, bfloat16",
+        f"{convolution}, {precision}"
+        for convolution in ("native", "matmul", "matmul-native-input")
+        for precision in ("float32", "bfloat16")
     }
     # two convolutions per pass, each at its fake cost
     assert choice.seconds["native, bfloat16"] == pytest.approx(0.2)
     assert choice.seconds["matmul, float32"] == pytest.approx(0.6)
+    assert choice.seconds["matmul-native-input, float32"] == pytest.approx(0.7)
     assert torch.equal(torch.random.get_rng_state(), before)  # caller's random state kept
 
 
-def test_with_bf16_units_the_plan_times_four_candidates_and_keeps_the_rates(monkeypatch):
+def test_products_with_the_native_input_gradient_are_chosen_where_fastest(monkeypatch):
+    fake_clock(monkeypatch, native=0.3, matmul=0.25, native_input=0.2, bf16_factor=1.0)
+    choice = choose(repeats=1)
+    assert (choice.convolution, choice.precision) == ("matmul-native-input", "float32")
+    assert choice.seconds["matmul-native-input, float32"] == pytest.approx(0.4)
+
+
+def test_with_bf16_units_the_plan_times_six_candidates_and_keeps_the_rates(monkeypatch):
     fake_clock(monkeypatch, native=0.2, matmul=0.3, bf16_factor=0.5)
     bf16_rates(monkeypatch, speedup=4.0)
     plan = timed_plan()
     assert (plan.convolution, plan.precision, plan.timed) == ("native", "bfloat16", ())
-    assert len(plan.timings["step_seconds"]) == 4
+    assert len(plan.timings["step_seconds"]) == 6
     rates = {"sizes": (1024,), "float32": 200.0, "bfloat16": 800.0}
     assert plan.timings["matmul_gflops"] == rates
     assert plan.to_dict()["matmul_gflops"] == rates  # what the history records
 
 
 def test_a_cpu_without_bf16_units_chooses_among_float32_only(monkeypatch):
-    """On such a CPU nothing changes: the same two candidates as before bf16 existed."""
+    """On such a CPU nothing changes: the same candidates as before bf16 existed."""
     calls = fake_clock(monkeypatch, native=0.3, matmul=0.2, bf16_factor=0.1)
     bf16_rates(monkeypatch, speedup=BF16_SPEEDUP * 0.9)
     plan = timed_plan()
     assert (plan.convolution, plan.precision) == ("matmul", "float32")
-    assert set(plan.timings["step_seconds"]) == {"native, float32", "matmul, float32"}
-    assert len(calls) == 2 * 3 * 2  # 2 candidates x (warm-up + 2 repeats) x 2 convolutions
+    assert set(plan.timings["step_seconds"]) == {
+        "native, float32",
+        "matmul, float32",
+        "matmul-native-input, float32",
+    }
+    assert len(calls) == 3 * 3 * 2  # 3 candidates x (warm-up + 2 repeats) x 2 convolutions
 
 
 def test_without_mixed_precision_bf16_is_not_even_measured(monkeypatch):
@@ -288,7 +353,11 @@ def test_a_choice_given_is_not_timed(monkeypatch):
     fake_clock(monkeypatch, native=0.2, matmul=0.3, bf16_factor=0.5)
     refuse_probe(monkeypatch)
     plan = timed_plan(precision="bfloat16")
-    assert set(plan.timings["step_seconds"]) == {"native, bfloat16", "matmul, bfloat16"}
+    assert set(plan.timings["step_seconds"]) == {
+        "native, bfloat16",
+        "matmul, bfloat16",
+        "matmul-native-input, bfloat16",
+    }
     assert (plan.convolution, plan.precision) == ("native", "bfloat16")
     plan = timed_plan(convolution="matmul", precision="float32")
     assert plan.timings is None and plan.timed == ()

@@ -149,6 +149,8 @@ def test_an_override_changes_one_choice_and_what_follows_from_it():
     cpu = plan(CPU, convolution="matmul")
     assert cpu.timed == ("precision",)  # what is given is no longer timed
     assert plan(CPU, precision="bfloat16", convolution="native").timed == ()
+    chosen = plan(CPU, convolution="matmul-native-input")
+    assert chosen.to_dict()["convolution"] == "matmul-native-input"
 
 
 @pytest.mark.parametrize(
@@ -161,6 +163,8 @@ def test_an_override_changes_one_choice_and_what_follows_from_it():
         (CPU, {"cuda_graph": True}, "a CUDA graph needs a CUDA device, not cpu"),
         (CPU, {"precision": "float16"}, "a cpu trains in float32 or bfloat16"),
         (H100, {"convolution": "matmul"}, "convolutions as matrix products are a CPU"),
+        (H100, {"convolution": "matmul-native-input"}, "matrix products are a CPU"),
+        (CPU, {"convolution": "im2col"}, "convolution must be one of"),
         (H100, {"keep_freed_memory": True}, "keeping freed memory is a CPU technique"),
         (H100, {"routing": "magic"}, "routing must be one of"),
         (H100, {"precision": "float8"}, "precision must be one of"),

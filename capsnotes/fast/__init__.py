@@ -14,7 +14,10 @@ from .routing import FusedDigitCapsules
 
 #: What :func:`speed_up` can choose, as the records name it (first: the paper's).
 ROUTINGS = ("reference", "fused")
-CONVOLUTIONS = ("native", "matmul")
+#: ``"matmul"``: the convolutions as matrix products, forward and backward;
+#: ``"matmul-native-input"``: the same but for the input's gradient, which the
+#: library's own kernel computes (:mod:`capsnotes.fast.convolution`).
+CONVOLUTIONS = ("native", "matmul", "matmul-native-input")
 
 
 def speed_up(
@@ -28,7 +31,8 @@ def speed_up(
         )
     if routing == "fused":
         model.digits = FusedDigitCapsules.like(model.digits)
-    if convolution == "matmul":
-        model.conv1 = MatmulConv2d.like(model.conv1)
-        model.primary.conv = MatmulConv2d.like(model.primary.conv)
+    if convolution != "native":
+        input_gradient = "native" if convolution == "matmul-native-input" else "matmul"
+        model.conv1 = MatmulConv2d.like(model.conv1, input_gradient)
+        model.primary.conv = MatmulConv2d.like(model.primary.conv, input_gradient)
     return model

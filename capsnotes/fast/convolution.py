@@ -6,6 +6,15 @@ On a CPU, a training step of CapsNet is dominated by the 9×9 stride-2 primary-c
 convolution, whose backward kernels run far below the matrix-multiply rate on some
 CPUs (timed: :mod:`capsnotes.fast.cpu`). Hand-written: torch has no im2col convolution
 whose backward is matrix products.
+
+The input gradient has a second form, ``input_gradient="native"``: the library's own
+kernel (``torch.nn.grad.conv2d_input``, oneDNN on a CPU) instead of products and
+col2im. col2im adds every window's gradient back onto the pixels it read: 81 strided
+additions in float32 for the primary convolution, which are memory traffic that
+oneDNN's kernel does not pay (on a 2-core AMD Zen 5, in bf16, col2im took 43 ms at
+batch 64, 17 of them in the additions, and 92 ms at batch 128, 41 in the additions).
+Which form is faster depends on the CPU, so the trainer times both
+(:data:`capsnotes.fast.CONVOLUTIONS`).
 """
 
 from __future__ import annotations
@@ -20,9 +29,11 @@ def patches(x: Tensor, kernel_size: int, stride: int) -> Tensor:
     ``[B * H' * W', kernel_size² * C]``, one row per output position, ordered
     ``(row, column, channel)`` within the window.
 
-    For a fixed output row and kernel row, the window's ``kernel_size × C`` values at
-    every output column are contiguous in ``x``; copying those strips one (output row,
-    kernel row) pair at a time is several times faster than one big strided copy.
+    For a fixed output position and kernel row, the window's ``kernel_size × C`` values
+    are contiguous in ``x``, so the windows are one strided view of ``x`` whose last
+    axis is contiguous, copied once (a loop over output and kernel rows, one strip copy
+    each, took 2.9 ms against 1.7 for the primary convolution at batch 64 in bf16, and
+    1.0 against 0.4 ms for conv1: 2-core AMD Zen 5).
     """
     batch, height, width, channels = x.shape
     out_h = (height - kernel_size) // stride + 1
@@ -30,16 +41,12 @@ def patches(x: Tensor, kernel_size: int, stride: int) -> Tensor:
     s_batch, s_row, s_col, s_chan = x.stride()
     if (channels > 1 and s_chan != 1) or s_col != channels:
         raise ValueError("patches() needs a contiguous [B, H, W, C] tensor")
-    out = x.new_empty(batch, out_h, out_w, kernel_size, kernel_size * channels)
-    for row in range(out_h):
-        for k_row in range(kernel_size):
-            strip = x.as_strided(
-                (batch, out_w, kernel_size * channels),
-                (s_batch, stride * s_col, 1),
-                x.storage_offset() + (stride * row + k_row) * s_row,
-            )
-            out[:, row, :, k_row] = strip
-    return out.view(batch * out_h * out_w, kernel_size * kernel_size * channels)
+    windows = x.as_strided(
+        (batch, out_h, out_w, kernel_size, kernel_size * channels),
+        (s_batch, stride * s_row, stride * s_col, s_row, 1),
+        x.storage_offset(),
+    )
+    return windows.reshape(batch * out_h * out_w, kernel_size * kernel_size * channels)
 
 
 class _ConvAsMatmul(torch.autograd.Function):
@@ -49,7 +56,7 @@ class _ConvAsMatmul(torch.autograd.Function):
     @staticmethod
     @torch.amp.custom_fwd(device_type="cpu")
     def forward(
-        ctx, x: Tensor, weight: Tensor, bias: Tensor | None, stride: int
+        ctx, x: Tensor, weight: Tensor, bias: Tensor | None, stride: int, native: bool
     ) -> Tensor:  # noqa: ANN001
         batch, _, height, width = x.shape
         out_channels, in_channels, kernel_size, _ = weight.shape
@@ -64,6 +71,7 @@ class _ConvAsMatmul(torch.autograd.Function):
         out = cols @ matrix.t()
         if bias is not None:
             out += bias.to(dtype)
+        ctx.native_input_gradient = native
         ctx.save_for_backward(cols, matrix)
         ctx.geometry = (x.shape, kernel_size, stride, out_h, out_w)
         ctx.dtypes = (x.dtype, weight.dtype)
@@ -80,11 +88,40 @@ class _ConvAsMatmul(torch.autograd.Function):
         grad_rows = grad.permute(0, 2, 3, 1).reshape(-1, out_channels).to(cols.dtype)
         grad_x = grad_weight = grad_bias = None
         if ctx.needs_input_grad[1]:
-            grad_weight = (grad_rows.t() @ cols).view(out_channels, k, k, in_channels)
-            grad_weight = grad_weight.permute(0, 3, 1, 2).to(weight_dtype)
+            # dL/dW = grad_rowsᵀ cols, a sum over the B·H'·W' rows. A product over a
+            # transposed view's long axis runs slower than over a contiguous one
+            # (primary convolution, batch 128: 70 vs 57 ms on a 2-core AMD Zen 5), so
+            # the narrower factor is transposed in memory first; when that is the
+            # gradient (conv1: 256 channels, 81 columns), the product runs the other
+            # way round.
+            if out_channels <= cols.shape[1]:
+                grad_matrix = grad_rows.t().contiguous() @ cols
+            else:
+                grad_matrix = (cols.t() @ grad_rows).t()
+            grad_weight = grad_matrix.view(out_channels, k, k, in_channels)
+            # in the parameter's layout (accumulating a permuted view costs more): the
+            # conversion writes it contiguous; in the weight's own dtype, where .to()
+            # returns the view, .contiguous() copies
+            grad_weight = grad_weight.permute(0, 3, 1, 2)
+            contiguous = torch.contiguous_format
+            grad_weight = grad_weight.to(weight_dtype, memory_format=contiguous)
+            grad_weight = grad_weight.contiguous()
         if ctx.needs_input_grad[2]:  # False without a bias
-            grad_bias = grad_rows.sum(dim=0, dtype=weight_dtype)
-        if ctx.needs_input_grad[0]:
+            # the column sums as a product (a sum over dim 0 of [B·H'·W', C] is a slow
+            # reduction), rounded to the columns' dtype as the native kernel's are
+            ones = grad_rows.new_ones(1, grad_rows.shape[0])
+            grad_bias = (ones @ grad_rows).view(out_channels).to(weight_dtype)
+        if ctx.needs_input_grad[0] and ctx.native_input_gradient:
+            # the library's kernel, with the weight and gradient channels-last as the
+            # columns are (no copy: both are views of the blocks above)
+            weight_nhwc = matrix.view(out_channels, k, k, in_channels)
+            grad_x = torch.nn.grad.conv2d_input(
+                (batch, in_channels, height, width),
+                weight_nhwc.permute(0, 3, 1, 2),
+                grad_rows.view(batch, out_h, out_w, out_channels).permute(0, 3, 1, 2),
+                stride,
+            ).to(x_dtype)
+        elif ctx.needs_input_grad[0]:
             # col2im: every window position adds its gradient back onto the pixel it
             # read, one kernel row at a time (the [B*H'*W', k*C] block stays in cache),
             # summed in at least float32 (up to k² terms meet at a pixel).
@@ -100,25 +137,50 @@ class _ConvAsMatmul(torch.autograd.Function):
                     pixel_cols = slice(k_col, k_col + span_w, stride)
                     grad_nhwc[:, pixel_rows, pixel_cols] += block[:, :, :, k_col]
             grad_x = grad_nhwc.permute(0, 3, 1, 2).to(x_dtype)
-        return grad_x, grad_weight, grad_bias, None
+        return grad_x, grad_weight, grad_bias, None, None
+
+
+#: How :func:`conv2d_as_matmul` computes the input gradient: products and col2im, or
+#: the library's own kernel.
+INPUT_GRADIENTS = ("matmul", "native")
+
+
+def check_input_gradient(input_gradient: str) -> str:
+    """``input_gradient``, if it is one of :data:`INPUT_GRADIENTS`."""
+    if input_gradient not in INPUT_GRADIENTS:
+        raise ValueError(
+            f"input_gradient must be one of {INPUT_GRADIENTS}, got {input_gradient!r}"
+        )
+    return input_gradient
 
 
 def conv2d_as_matmul(
-    x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: int = 1
+    x: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride: int = 1,
+    input_gradient: str = "matmul",
 ) -> Tensor:
     """``F.conv2d(x, weight, bias, stride)`` (no padding, dilation or groups; a square
-    kernel) as im2col and matrix products in forward and backward: ``x`` ``[B, C, H,
-    W]``, ``weight`` ``[O, C, k, k]`` → ``[B, O, H', W']`` (a channels-last tensor)."""
-    return _ConvAsMatmul.apply(x, weight, bias, stride)
+    kernel) as im2col and matrix products in forward and for the weight's gradient:
+    ``x`` ``[B, C, H, W]``, ``weight`` ``[O, C, k, k]`` → ``[B, O, H', W']`` (a
+    channels-last tensor). The input's gradient: products and col2im (``"matmul"``) or
+    ``torch.nn.grad.conv2d_input`` (``"native"``)."""
+    native = check_input_gradient(input_gradient) == "native"
+    return _ConvAsMatmul.apply(x, weight, bias, stride, native)
 
 
 class MatmulConv2d(nn.Conv2d):
     """An ``nn.Conv2d`` (the same parameters, the same ``state_dict``) that trains
-    through :func:`conv2d_as_matmul`. Without gradients it uses the native convolution,
-    which is as fast forward and needs no im2col buffer."""
+    through :func:`conv2d_as_matmul`, its input gradient as ``input_gradient`` says.
+    Without gradients it uses the native convolution, which is as fast forward and
+    needs no im2col buffer."""
 
-    def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
+    def __init__(  # noqa: ANN002, ANN003
+        self, *args, input_gradient: str = "matmul", **kwargs
+    ) -> None:
         super().__init__(*args, **kwargs)
+        self.input_gradient = check_input_gradient(input_gradient)
         if not (
             self.padding in ((0, 0), "valid")
             and self.dilation == (1, 1)
@@ -133,7 +195,7 @@ class MatmulConv2d(nn.Conv2d):
             )
 
     @classmethod
-    def like(cls, conv: nn.Conv2d) -> MatmulConv2d:
+    def like(cls, conv: nn.Conv2d, input_gradient: str = "matmul") -> MatmulConv2d:
         """A MatmulConv2d that shares ``conv``'s parameters."""
         fast = cls(
             conv.in_channels,
@@ -146,11 +208,17 @@ class MatmulConv2d(nn.Conv2d):
             conv.bias is not None,
             conv.padding_mode,
             device="meta",
+            input_gradient=input_gradient,
         )
         fast.weight, fast.bias = conv.weight, conv.bias
         return fast
 
     def forward(self, x: Tensor) -> Tensor:
         if torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad):
-            return conv2d_as_matmul(x, self.weight, self.bias, self.stride[0])
+            return conv2d_as_matmul(
+                x, self.weight, self.bias, self.stride[0], self.input_gradient
+            )
         return F.conv2d(x, self.weight, self.bias, self.stride)
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, input_gradient={self.input_gradient!r}"

@@ -159,7 +159,7 @@ class Plan:
             raise ValueError(
                 f"precision must be one of {tuple(DTYPES)}, got {self.precision!r}"
             )
-        if self.convolution == "matmul" and not cpu:
+        if self.convolution not in (None, "native") and not cpu:
             raise ValueError(
                 "convolutions as matrix products are a CPU technique; on "
                 f"{device} the convolution is 'native'"

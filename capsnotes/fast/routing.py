@@ -10,6 +10,11 @@ the loop nor its backward.
 * Backward: autograd through Procedure 1 writes one votes-sized gradient per iteration;
   :class:`FusedRouting` collects every contribution to the gradient of the votes as a
   rank-``(2r - 1)`` product and writes that tensor once.
+* The agreements ``û·v`` (forward) and ``V·gs`` (backward) multiply each parent's
+  votes transposed. Handed a transposed view, those batched products ran 2-4 times
+  slower than on a contiguous copy (on a 2-core AMD Zen 5, bf16, batch 128: about 3
+  against 0.9 ms each, five per step), so :class:`FusedRouting` writes the votes
+  transposed once (4 ms) and keeps them for both passes.
 """
 
 from __future__ import annotations
@@ -18,23 +23,31 @@ import torch
 from torch import Tensor
 
 from ..capsules import DigitCapsules
+from ..checks import check_capsules
 from ..squash import squash
 
 
 def route_parents_first(
-    votes: Tensor, iterations: int
+    votes: Tensor, iterations: int, votes_t: Tensor | None = None
 ) -> tuple[Tensor, list[tuple[Tensor, Tensor, Tensor]]]:
     """Procedure 1 on votes ``[B, parent, child, D]``: the outputs ``v`` ``[B, parent,
-    D]`` and, per iteration, its couplings ``[B, parent, child]``, ``s`` and ``v``."""
+    D]`` and, per iteration, its couplings ``[B, parent, child]``, ``s`` and ``v``.
+    ``votes_t``: the same votes laid out ``[B, parent, D, child]``, if the caller has
+    them: every product then reads them (otherwise the weighted sums read ``votes``
+    and the agreements a transposed view)."""
     logits = votes.new_zeros(votes.shape[:3])  # b, laid out [B, parent, child]
     passes = []
     for iteration in range(iterations):
         coupling = logits.softmax(dim=1)  # over the parents
-        s = (coupling.unsqueeze(2) @ votes).squeeze(2)  # Σ_i c_ij û_j|i: [B, parent, D]
+        if votes_t is None:  # Σ_i c_ij û_j|i: [B, parent, D]
+            s = (coupling.unsqueeze(2) @ votes).squeeze(2)
+        else:
+            s = (votes_t @ coupling.unsqueeze(3)).squeeze(3)
         v = squash(s)
         passes.append((coupling, s, v))
         if iteration + 1 < iterations:
-            logits = logits + (v.unsqueeze(2) @ votes.transpose(2, 3)).squeeze(2)  # û·v
+            agreement = v.unsqueeze(2) @ (votes.mT if votes_t is None else votes_t)
+            logits = logits + agreement.squeeze(2)  # û·v
     return v, passes
 
 
@@ -44,16 +57,18 @@ class FusedRouting(torch.autograd.Function):
     @staticmethod
     @torch.amp.custom_fwd(device_type="cuda")
     def forward(ctx, u_hat: Tensor, iterations: int) -> Tensor:  # noqa: ANN001
-        votes = u_hat.transpose(1, 2).contiguous()  # V: [B, O, I, D]
-        v, passes = route_parents_first(votes, iterations)
+        # Vᵀ: [B, O, D, I], through V: [B, O, I, D] (two copies, each with 16-value
+        # runs, take less time than one that transposes every value)
+        votes_t = u_hat.transpose(1, 2).contiguous().transpose(2, 3).contiguous()
+        v, passes = route_parents_first(u_hat.transpose(1, 2), iterations, votes_t)
         ctx.iterations = iterations
-        ctx.save_for_backward(votes, *[t for one in passes for t in one])
+        ctx.save_for_backward(votes_t, *[t for one in passes for t in one])
         return v
 
     @staticmethod
     @torch.amp.custom_bwd(device_type="cuda")
     def backward(ctx, grad_v: Tensor):  # noqa: ANN001, ANN205
-        votes, *saved = ctx.saved_tensors
+        votes_t, *saved = ctx.saved_tensors
         r = ctx.iterations
         grad_logits = None  # dL/db of the logits after iteration t
         weights: list[Tensor] = []  # dL/dV = Σ_k weights[k] ⊗ vectors[k]
@@ -64,14 +79,14 @@ class FusedRouting(torch.autograd.Function):
                 grad_out = grad_v
             else:
                 # b_{t+1} = b_t + V·v_t: v_t receives Σ_i gb_i V_i, V receives gb ⊗ v_t
-                grad_out = (grad_logits.unsqueeze(2) @ votes).squeeze(2)
+                grad_out = (votes_t @ grad_logits.unsqueeze(3)).squeeze(3)
                 weights.append(grad_logits)
                 vectors.append(v)
             with torch.enable_grad():
                 s_leaf = s.detach().requires_grad_()
                 (grad_s,) = torch.autograd.grad(squash(s_leaf), s_leaf, grad_out)
             # s_t = Σ_i c_i V_i: c receives V·gs ([B, O, I]), V receives c ⊗ gs
-            grad_coupling = (grad_s.unsqueeze(2) @ votes.transpose(2, 3)).squeeze(2)
+            grad_coupling = (grad_s.unsqueeze(2) @ votes_t).squeeze(2)
             weights.append(coupling)
             vectors.append(grad_s)
             # softmax over the parents (dim 1), backwards
@@ -94,6 +109,17 @@ def fused_dynamic_routing(u_hat: Tensor, iterations: int = 3) -> Tensor:
 class FusedDigitCapsules(DigitCapsules):
     """:class:`~capsnotes.DigitCapsules` that routes with :func:`fused_dynamic_routing`:
     the same parameters, ``state_dict`` and results."""
+
+    def votes(self, u: Tensor) -> Tensor:
+        """The votes of :meth:`DigitCapsules.votes`, ``[B, child, parent, D]``, as a
+        view of the one batched product that computes them, laid out ``[child, B,
+        parent, D]``: routing copies them to its own layout anyway, and the einsum's
+        copy into ``[B, child, parent, D]`` (2 ms at batch 64) is skipped."""
+        check_capsules("u", u, self.in_caps, self.in_dim)
+        children, parents, dim = self.in_caps, self.out_caps, self.out_dim
+        weight = self.weight.view(children, parents * dim, self.in_dim)
+        votes = torch.bmm(u.transpose(0, 1), weight.transpose(1, 2))  # [I, B, O·D]
+        return votes.view(children, -1, parents, dim).transpose(0, 1)
 
     def forward(self, u: Tensor) -> Tensor:
         return fused_dynamic_routing(self.votes(u), self.iterations)
