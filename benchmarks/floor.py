@@ -273,7 +273,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"convolution): step {1e3 * step['step_seconds']:.0f} ms, floor "
             f"{1e3 * step['floor_seconds']:.0f} ms ({step['step_over_floor']:.2f}x), "
             f"{step['step_gflop_per_s']:.0f} GFLOP/s = "
-            f"{step['share_of_best_product_rate']:.0%} of the best {precision} product"
+            f"{step['share_of_best_product_rate']:.0%} of the reference {precision} product rate"
         )
     if args.record:
         kept = "" if args.keep_freed_memory else "-released"

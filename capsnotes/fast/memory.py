@@ -1,7 +1,7 @@
 """Freed memory kept in the process: :func:`keep_freed_memory`.
 
 A CPU training step allocates and frees the same large buffers every step (the primary
-convolution's columns alone: 95 MB in bf16 at batch 64). glibc's ``malloc`` serves a
+convolution's columns alone: 96 MB in bf16 at batch 64). glibc's ``malloc`` serves a
 block above its mmap threshold (at most 32 MiB unless set) with a mapping of its own and
 unmaps it when it is freed, and returns the top of its heap to the kernel once more than
 its trim threshold lies free there: the next step gets the memory back from the kernel
