@@ -1,20 +1,22 @@
 """The convolutions as matrix products: :class:`MatmulConv2d`, an ``nn.Conv2d`` with the
-same parameters and results that trains through ``im2col`` and one matrix product per
-pass (forward, weight gradient, input gradient).
+same parameters and results that trains through ``im2col``: one matrix product forward
+and one for the weight gradient; the input gradient as products and col2im, or by the
+library's own kernel.
 
 On a CPU, a training step of CapsNet is dominated by the 9×9 stride-2 primary-capsule
 convolution, whose backward kernels run far below the matrix-multiply rate on some
 CPUs (timed: :mod:`capsnotes.fast.cpu`). Hand-written: torch has no im2col convolution
 whose backward is matrix products.
 
-The input gradient has a second form, ``input_gradient="native"``: the library's own
-kernel (``torch.nn.grad.conv2d_input``, oneDNN on a CPU) instead of products and
-col2im. col2im adds every window's gradient back onto the pixels it read: 81 strided
-additions in float32 for the primary convolution, which are memory traffic that
-oneDNN's kernel does not pay (on a 2-core AMD Zen 5, in bf16, col2im took 43 ms at
-batch 64, 17 of them in the additions, and 92 ms at batch 128, 41 in the additions).
-Which form is faster depends on the CPU, so the trainer times both
-(:data:`capsnotes.fast.CONVOLUTIONS`).
+The input gradient has two forms. As products (``input_gradient="matmul"``), the
+output's gradient times the weight matrix gives one row per window, and col2im adds
+each row back onto the pixels its window read: 81 strided additions in float32 for the
+primary convolution, passes over memory rather than arithmetic. On a 2-core AMD Zen 5,
+in bf16, that input gradient took 43 ms at batch 64, 17 of them in col2im's additions,
+and 92 ms at batch 128, 41 in the additions. ``input_gradient="native"`` takes it from
+the native convolution's own backward kernel instead (``torch.nn.grad.conv2d_input``,
+oneDNN on a CPU), which sums the overlapping windows inside the kernel. Which is faster
+may depend on the CPU, so the trainer times both (:data:`capsnotes.fast.CONVOLUTIONS`).
 """
 
 from __future__ import annotations
@@ -91,9 +93,10 @@ class _ConvAsMatmul(torch.autograd.Function):
             # dL/dW = grad_rowsᵀ cols, a sum over the B·H'·W' rows. A product over a
             # transposed view's long axis runs slower than over a contiguous one
             # (primary convolution, batch 128: 70 vs 57 ms on a 2-core AMD Zen 5), so
-            # the narrower factor is transposed in memory first; when that is the
-            # gradient (conv1: 256 channels, 81 columns), the product runs the other
-            # way round.
+            # the gradient, the narrower factor there (256 channels against 20,736
+            # columns), is transposed in memory first. Where the columns are narrower
+            # (conv1: 81 against 256 channels), the product is (colsᵀ grad)ᵀ, on
+            # views, with no copy.
             if out_channels <= cols.shape[1]:
                 grad_matrix = grad_rows.t().contiguous() @ cols
             else:
