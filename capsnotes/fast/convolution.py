@@ -4,20 +4,22 @@ and one for the weight gradient; the input gradient as products and col2im, or b
 library's own kernel.
 
 On a CPU, a training step of CapsNet is dominated by the 9×9 stride-2 primary-capsule
-convolution, whose native backward kernels run far below the matrix-multiply rate on
-some CPUs (timed: :mod:`capsnotes.fast.cpu`; on a 2-core AMD Zen 5 in bf16 at batch 64,
-the native weight gradient took 55 ms, the same gradient as one product 28 ms).
-Hand-written: torch has no im2col convolution whose backward is matrix products.
+convolution. Its native weight-gradient kernel runs far below the matrix-multiply rate
+on some CPUs: on a 2-core AMD Zen 5 in bf16 at batch 64 it took 55 ms, and the same
+gradient as one product 28 ms (one-off timings with ``torch.utils.benchmark``). The
+trainer times the whole step each way (:mod:`capsnotes.fast.cpu`). Hand-written: torch
+has no im2col convolution whose backward is matrix products.
 
 The input gradient has two forms. As products (``input_gradient="matmul"``), the
 output's gradient times the weight matrix gives one row per window, and col2im adds
 each row back onto the pixels its window read: 81 strided additions in float32 for the
 primary convolution, passes over memory rather than arithmetic. On a 2-core AMD Zen 5,
 in bf16, that input gradient took 43 ms at batch 64, 17 of them in col2im's additions,
-and 92 ms at batch 128, 41 in the additions. ``input_gradient="native"`` takes it from
-the native convolution's own backward kernel instead (``torch.nn.grad.conv2d_input``,
-oneDNN on a CPU), in one kernel call. Which is faster may depend on the CPU, so the
-trainer times both (:data:`capsnotes.fast.CONVOLUTIONS`).
+and 92 ms at batch 128, 41 in the additions (one-off timings inside the training
+step). ``input_gradient="native"`` takes it from the native convolution's own backward
+kernel instead (``torch.nn.grad.conv2d_input``, oneDNN on a CPU), in one kernel call.
+Which is faster may depend on the CPU, so the trainer times both
+(:data:`capsnotes.fast.CONVOLUTIONS`).
 """
 
 from __future__ import annotations
@@ -93,7 +95,8 @@ class _ConvAsMatmul(torch.autograd.Function):
         if ctx.needs_input_grad[1]:
             # dL/dW = grad_rowsᵀ cols, a sum over the B·H'·W' rows. A product over a
             # transposed view's long axis runs slower than over a contiguous one
-            # (primary convolution, batch 128: 70 vs 57 ms on a 2-core AMD Zen 5), so
+            # (primary convolution, batch 128: 70 vs 57 ms on a 2-core AMD Zen 5,
+            # one-off timings with torch.utils.benchmark, as below), so
             # the gradient, the narrower factor there (256 channels against 20,736
             # columns), is transposed in memory first. Where the columns are narrower
             # (conv1: 81 against 256 channels), copying the gradient costs more than it
