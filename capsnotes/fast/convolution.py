@@ -4,11 +4,12 @@ and one for the weight gradient; the input gradient as products and col2im, or b
 library's own kernel.
 
 On a CPU, a training step of CapsNet is dominated by the 9×9 stride-2 primary-capsule
-convolution. Its native weight-gradient kernel runs far below the matrix-multiply rate
-on some CPUs: on a 2-core AMD Zen 5 in bf16 at batch 64 it took 55 ms, and the same
-gradient as one product 28 ms (one-off timings with ``torch.utils.benchmark``). The
-trainer times the whole step each way (:mod:`capsnotes.fast.cpu`). Hand-written: torch
-has no im2col convolution whose backward is matrix products.
+convolution. Its native weight-gradient kernel runs at about half the matrix-multiply
+rate on some CPUs: on a 2-core AMD Zen 5 in bf16 at batch 64 it took 55 ms, and the
+same gradient as one product 28 ms (one-off timings with ``torch.utils.benchmark``).
+The trainer times a forward and backward pass with each candidate
+(:mod:`capsnotes.fast.cpu`). Hand-written: torch has no im2col convolution whose
+backward is matrix products.
 
 The input gradient has two forms. As products (``input_gradient="matmul"``), the
 output's gradient times the weight matrix gives one row per window, and col2im adds
@@ -95,13 +96,13 @@ class _ConvAsMatmul(torch.autograd.Function):
         if ctx.needs_input_grad[1]:
             # dL/dW = grad_rowsᵀ cols, a sum over the B·H'·W' rows. A product over a
             # transposed view's long axis runs slower than over a contiguous one
-            # (primary convolution, batch 128: 70 vs 57 ms on a 2-core AMD Zen 5,
-            # one-off timings with torch.utils.benchmark, as below), so
-            # the gradient, the narrower factor there (256 channels against 20,736
-            # columns), is transposed in memory first. Where the columns are narrower
-            # (conv1: 81 against 256 channels), copying the gradient costs more than it
-            # saves and (colsᵀ grad)ᵀ on views is the fastest (batch 128: 4.1 ms,
-            # against 4.9 as gradᵀ cols on a view and 15 with the copy).
+            # (primary convolution: 70 vs 57 ms). So the gradient, the narrower factor
+            # there (256 channels against 20,736 columns), is transposed in memory
+            # first. Where the columns are narrower (conv1: 81 against 256 channels),
+            # copying the gradient costs more than it saves, and (colsᵀ grad)ᵀ on
+            # views is the fastest (4.1 ms, against 4.9 as gradᵀ cols on a view and
+            # 15 with the copy). All at batch 128 in bf16 on a 2-core AMD Zen 5,
+            # one-off timings with torch.utils.benchmark.
             if out_channels <= cols.shape[1]:
                 grad_matrix = grad_rows.t().contiguous() @ cols
             else:

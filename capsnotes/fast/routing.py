@@ -13,7 +13,7 @@ the loop nor its backward.
 * The agreements ``û·v`` (forward) and ``V·gs`` (backward) multiply each parent's
   votes transposed. Handed a transposed view, those batched products ran 2-4 times
   slower than on a contiguous copy (one-off timings on a 2-core AMD Zen 5, bf16, batch
-  128: about 3 against 0.9 ms each in the step, five per step). So
+  128: about 3 against 0.9 ms each, five per step). So
   :class:`FusedRouting` lays the votes out ``[batch, parent, dim, child]`` once per
   step, in two copies (``[batch, child, parent, dim]`` → ``[batch, parent, child,
   dim]`` → ``[batch, parent, dim, child]``: 4 ms at batch 128), and every product of
