@@ -23,7 +23,13 @@ from capsnotes.fast.cpu import (
 )
 from capsnotes.fast.plan import BF16_SPEEDUP, plan_for
 from capsnotes.fast.precision import device_name, resolve_device
-from capsnotes.fast.routing import FusedDigitCapsules, fused_dynamic_routing, route_parents_first
+from capsnotes.fast.routing import (
+    ChildVotes,
+    FusedDigitCapsules,
+    fused_dynamic_routing,
+    permuted_copy,
+    route_parents_first,
+)
 from capsnotes.training.config import TrainConfig, build_model
 from tests.conftest import TINY
 
@@ -181,6 +187,65 @@ def test_fused_digit_capsules_vote_as_the_paper_s_layer_does():
     torch.testing.assert_close(fused.votes(u), reference.votes(u), rtol=0, atol=1e-12)
     with pytest.raises(ValueError, match=r"\[batch, 6, 4\]"):
         fused(torch.randn(2, 5, 4))
+
+
+@pytest.mark.parametrize(
+    "dtype, last", [(torch.bfloat16, 16), (torch.float32, 6), (torch.bfloat16, 3)]
+)
+def test_a_permuted_copy_is_the_permutation_bit_for_bit(dtype, last):
+    """As 8-byte words where the last dimension allows (16 bf16, 6 float32 values) and
+    value by value where it does not (3 bf16): the same bits, into a new tensor or
+    into a strided part of one."""
+    x = torch.randn(3, 4, 5, last).to(dtype)
+    expected = x.permute(2, 0, 1, 3)
+    copied = permuted_copy(x, (2, 0, 1, 3))
+    assert copied.is_contiguous() and torch.equal(copied, expected)
+    buffer = torch.zeros(5, 7, 4, last, dtype=dtype)
+    permuted_copy(x, (2, 0, 1, 3), out=buffer[:, 2:5])
+    assert torch.equal(buffer[:, 2:5], expected)
+    assert not buffer[:, :2].any() and not buffer[:, 5:].any()
+    view = torch.randn(4, 3, 5, last).to(dtype).transpose(0, 1)  # a strided input
+    assert torch.equal(permuted_copy(view, (0, 2, 1, 3)), view.permute(0, 2, 1, 3))
+
+
+def test_child_votes_gradcheck_float64():
+    u = torch.randn(5, 3, 4, dtype=torch.float64, requires_grad=True)  # [I, B, in]
+    weight = torch.randn(5, 6, 4, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(ChildVotes.apply, (u, weight))
+
+
+def test_child_votes_hand_the_weight_its_gradient_in_its_own_layout():
+    """Under bf16 autocast the product runs in bf16, and the gradients come back in the
+    inputs' dtype, the weight's contiguous like the weight, close to float64's."""
+    torch.manual_seed(0)
+    u = torch.randn(3, 5, 4).transpose(0, 1).requires_grad_()  # [I, B, in], strided
+    weight = torch.randn(5, 6, 4, requires_grad=True)
+    upstream = torch.randn(5, 3, 6)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        votes = ChildVotes.apply(u, weight)
+    assert votes.dtype == torch.bfloat16
+    grad_u, grad_w = torch.autograd.grad(votes.float(), (u, weight), upstream)
+    assert grad_u.dtype == grad_w.dtype == torch.float32 and grad_w.is_contiguous()
+    exact = torch.bmm(u.double(), weight.double().transpose(1, 2))
+    expected = torch.autograd.grad(exact, (u, weight), upstream.double())
+    for mine, theirs in zip((grad_u, grad_w), expected, strict=True):
+        torch.testing.assert_close(mine, theirs, atol=5e-2, rtol=2e-2)
+
+
+def test_fused_digit_capsules_train_as_the_paper_s_layer_does():
+    """Values and gradients of the layer (the votes through ChildVotes, routing by
+    FusedRouting) equal the paper's layer's in float64."""
+    torch.manual_seed(0)
+    reference = DigitCapsules(in_caps=6, in_dim=4, out_caps=3, out_dim=5).double()
+    fused = FusedDigitCapsules.like(reference)
+    u = torch.randn(2, 6, 4, dtype=torch.float64, requires_grad=True)
+    upstream = torch.randn(2, 3, 5, dtype=torch.float64)
+    grads = []
+    for layer in (fused, reference):
+        out = layer(u)
+        grads.append((out, *torch.autograd.grad(out, (u, layer.weight), upstream)))
+    for mine, theirs in zip(*grads, strict=True):
+        torch.testing.assert_close(mine, theirs)
 
 
 def test_routing_reads_either_layout_of_the_votes():
