@@ -4,10 +4,11 @@ timed alone. ``python -m benchmarks.floor --batch-sizes 64 128 --record NAME``
 A training step of the trainer's chosen plan (``plan_for`` on this CPU, timed on a real
 batch, as a run chooses) is recorded once with PyTorch's profiler, shapes and dtypes
 kept. Every product it ran — ``aten::mm``, ``bmm``, ``addmm``, ``baddbmm`` and the
-native convolutions forward and backward — is then timed alone, on fresh contiguous
-tensors of the same shapes and dtype (4-D ones also channels-last, the faster kept),
-with ``torch.utils.benchmark`` at the same number
-of threads (the median of its measurements). Their sum is the step's floor: what the
+native convolutions forward and backward — is then timed alone, on fresh
+tensors of the same shapes and dtype, in each layout that could make it faster (4-D
+ones also channels-last; a matrix product's factors also column-major), the fastest
+kept, with ``torch.utils.benchmark`` at the same number of threads (the median of its
+measurements). Their sum is the step's floor: what the
 step would take if it did nothing but its products, each at the speed it has alone.
 Beside it: the step itself (the median of repeated steps after a warm-up; with
 ``--no-keep-freed-memory`` as the step runs with glibc's own allocator settings:
@@ -16,9 +17,15 @@ CPU's best rate for a large square product in the step's precision
 (:func:`capsnotes.fast.cpu.cpu_matmul_rates` at 2048 and 4096). The record goes to
 ``benchmarks/results/NAME-floor.json`` and names the CPU.
 
-Products are replayed on contiguous tensors: where the step hands one a transposed or
-strided view, the view's own cost (a copy, or a slower kernel) belongs to the step, not
-the floor.
+Products are replayed on fresh tensors in their fastest layout: where the step hands
+one a slower view, or copies to make one, that cost belongs to the step, not the
+floor.
+
+The step and its floor are measured in rounds, back to back (the steps, then every
+product alone), and the record keeps each round: a 2-core cloud CPU's speed drifts by
+several percent within minutes, with the work of others on the same machine, and a
+ratio taken within one round does not carry that drift. The record's ratio is the
+median of the rounds' ratios (:func:`summarize`).
 """
 
 from __future__ import annotations
@@ -93,21 +100,37 @@ class Product:
             return 2 * batch * out * height * width * per_group * kh * kw * sum(mask[:2])
         raise ValueError(f"no FLOP count for {self.name}")
 
-    def runner(
-        self, layout: torch.memory_format = torch.contiguous_format
-    ) -> tuple[str, dict[str, Any]]:
-        """A statement and its globals that run this product alone, its 4-D tensors in
-        ``layout``."""
+    def layouts(self) -> tuple[str, ...]:
+        """The memory layouts this product is timed in: the profiler
+        records shapes, not strides, and a product can run faster on another layout
+        than the row-major one (oneDNN's convolutions on channels-last tensors; a
+        matrix product on an operand stored column-major, as the step hands the
+        convolution's weight over)."""
+        if any(len(shape) == 4 for shape in self.shapes):
+            return ("contiguous", "channels_last")
+        if self.name in MATRIX_OPERANDS:
+            return tuple(MATRIX_LAYOUTS)
+        return ("contiguous",)
+
+    def runner(self, layout: str = "contiguous") -> tuple[str, dict[str, Any]]:
+        """A statement and its globals that run this product alone, its tensors laid
+        out as ``layout`` (one of :meth:`layouts`) names."""
         dtype = DTYPE_NAMES[self.dtype]
         generator = torch.Generator().manual_seed(0)
         tensors = [
             torch.randn(shape, generator=generator).to(dtype) if shape else None
             for shape in self.shapes
         ]
-        tensors = [
-            t.contiguous(memory_format=layout) if t is not None and t.dim() == 4 else t
-            for t in tensors
-        ]
+        if layout == "channels_last":
+            tensors = [
+                t.contiguous(memory_format=torch.channels_last)
+                if t is not None and t.dim() == 4
+                else t
+                for t in tensors
+            ]
+        for index in MATRIX_LAYOUTS.get(layout, ()):
+            operand = MATRIX_OPERANDS[self.name][index]
+            tensors[operand] = tensors[operand].mT.contiguous().mT  # column-major
         op = getattr(torch.ops.aten, self.name.split("::")[1])
         if self.name == "aten::mkldnn_convolution":
             # (input, weight, bias, padding, stride, dilation, groups)
@@ -119,6 +142,22 @@ class Product:
         else:  # the products' tensors; beta and alpha at their defaults, 1
             args = [t for t in tensors if t is not None]
         return "op(*args)", {"op": op, "args": args}
+
+
+#: Where a matrix product's two factors are among its tensors.
+MATRIX_OPERANDS = {
+    "aten::mm": (0, 1),
+    "aten::bmm": (0, 1),
+    "aten::addmm": (1, 2),
+    "aten::baddbmm": (1, 2),
+}
+#: A matrix product's layouts: which of its two factors is stored column-major.
+MATRIX_LAYOUTS = {
+    "contiguous": (),
+    "first column-major": (0,),
+    "second column-major": (1,),
+    "both column-major": (0, 1),
+}
 
 
 def products_of(step: Any, batch: tuple[torch.Tensor, ...]) -> Counter:
@@ -142,30 +181,43 @@ def products_of(step: Any, batch: tuple[torch.Tensor, ...]) -> Counter:
     return found
 
 
-#: The layouts a product with 4-D tensors (a convolution) is timed in: the profiler
-#: records shapes, not strides, and oneDNN runs a convolution faster channels-last.
-LAYOUTS = {"contiguous": torch.contiguous_format, "channels_last": torch.channels_last}
-
-
-def time_alone(product: Product, threads: int) -> tuple[float, str]:
-    """The median seconds of ``product`` run alone, in the faster of :data:`LAYOUTS`
-    where it has 4-D tensors, and that layout's name."""
-    layouts = (
-        LAYOUTS
-        if any(len(shape) == 4 for shape in product.shapes)
-        else {"contiguous": torch.contiguous_format}
-    )
+def time_alone(
+    product: Product, threads: int, layouts: Sequence[str] | None = None
+) -> tuple[float, str]:
+    """The median seconds of ``product`` run alone in the fastest of ``layouts`` (all
+    of :meth:`Product.layouts` if None), and that layout's name."""
     timed = {}
-    for name, layout in layouts.items():
+    for layout in product.layouts() if layouts is None else layouts:
         statement, scope = product.runner(layout)
         timer = benchmark.Timer(statement, globals=scope, num_threads=threads)
-        timed[name] = timer.blocked_autorange(min_run_time=0.5).median
+        timed[layout] = timer.blocked_autorange(min_run_time=0.5).median
     best = min(timed, key=timed.get)
     return timed[best], best
 
 
-def measure(batch_size: int, repeats: int, threads: int, warmup: int, keep: bool) -> dict[str, Any]:
-    """The floor and the step at ``batch_size`` (see the module)."""
+def summarize(rounds: Sequence[dict[str, float]]) -> dict[str, Any]:
+    """The step against its floor over ``rounds`` (each ``{"step_seconds": ...,
+    "floor_seconds": ...}``, measured back to back): the medians of the steps, of the
+    floors and of the rounds' ratios, and the ratios' range. A CPU shared with other
+    work drifts between rounds; a ratio measured within a round does not carry that
+    drift."""
+    if not rounds:
+        raise ValueError("summarize() needs at least one round")
+    ratios = [one["step_seconds"] / one["floor_seconds"] for one in rounds]
+    return {
+        "step_seconds": statistics.median(one["step_seconds"] for one in rounds),
+        "floor_seconds": statistics.median(one["floor_seconds"] for one in rounds),
+        "step_over_floor": statistics.median(ratios),
+        "step_over_floor_range": [min(ratios), max(ratios)],
+        "rounds": [dict(one, step_over_floor=ratio) for one, ratio in zip(rounds, ratios)],
+    }
+
+
+def measure(
+    batch_size: int, repeats: int, threads: int, warmup: int, keep: bool, rounds: int
+) -> dict[str, Any]:
+    """The floor and the step at ``batch_size`` (see the module), in ``rounds`` rounds:
+    each times ``repeats`` steps, then every product alone."""
     config = dataclasses.replace(training_profile("paper"), batch_size=batch_size)
     data = load_dataset("mnist", train=True).subset(batch_size * (warmup + repeats + 1), seed=0)
     batches = list(
@@ -186,16 +238,24 @@ def measure(batch_size: int, repeats: int, threads: int, warmup: int, keep: bool
     run = build_run(config, "cpu", plan)
     for batch in batches[:warmup]:  # Adam makes its state, the allocator its heap
         run.step(batch)
-    seconds = []
-    for batch in batches[warmup : warmup + repeats]:
-        started = time.perf_counter()
-        run.step(batch)
-        seconds.append(time.perf_counter() - started)
     found = products_of(run.step, batches[-1])
-    rows, floor, flops = [], 0.0, 0
+    measured, alone = [], {product: [] for product in found}
+    for _ in range(rounds):
+        seconds = []
+        for batch in batches[warmup : warmup + repeats]:
+            started = time.perf_counter()
+            run.step(batch)
+            seconds.append(time.perf_counter() - started)
+        floor = 0.0
+        for product, count in found.items():
+            # every layout in the first round; its fastest in the others
+            kept = [alone[product][0][1]] if alone[product] else None
+            alone[product].append(time_alone(product, threads, kept))
+            floor += count * alone[product][-1][0]
+        measured.append({"step_seconds": statistics.median(seconds), "floor_seconds": floor})
+    rows, flops = [], 0
     for product, count in found.most_common():
-        alone, layout = time_alone(product, threads)
-        floor += count * alone
+        each = statistics.median(timed for timed, _ in alone[product])
         flops += count * product.flops()
         rows.append(
             {
@@ -203,24 +263,21 @@ def measure(batch_size: int, repeats: int, threads: int, warmup: int, keep: bool
                 "shapes": product.shapes,
                 "dtype": product.dtype,
                 "count": count,
-                "seconds_each": alone,
-                "layout": layout,
+                "seconds_each": each,
+                "layout": alone[product][0][1],
                 "gflops_each": product.flops() / 1e9,
-                "gflop_per_s": product.flops() / alone / 1e9,
+                "gflop_per_s": product.flops() / each / 1e9,
             }
         )
-    step = statistics.median(seconds)
     rows.sort(key=lambda row: -row["count"] * row["seconds_each"])
+    summary = summarize(measured)
     return {
         "batch_size": batch_size,
         "plan": plan.to_dict(),
-        "step_seconds": step,
-        "step_seconds_each": seconds,
-        "floor_seconds": floor,
-        "step_over_floor": step / floor,
+        **summary,
         "product_gflop": flops / 1e9,
-        "step_gflop_per_s": flops / step / 1e9,
-        "floor_gflop_per_s": flops / floor / 1e9,
+        "step_gflop_per_s": flops / summary["step_seconds"] / 1e9,
+        "floor_gflop_per_s": flops / summary["floor_seconds"] / 1e9,
         "products": rows,
     }
 
@@ -233,7 +290,10 @@ class Options:
     batch_sizes: tuple[int, ...] = (64, 128)
     """the batch sizes whose steps are measured"""
     repeats: int = 9
-    """timed steps per batch size (the median counts)"""
+    """timed steps per round (their median is the round's step)"""
+    rounds: int = 5
+    """rounds per batch size, each the steps then every product alone (the medians
+    count)"""
     warmup: int = 5
     """untimed steps first (Adam's state, the allocator's heap)"""
     keep_freed_memory: bool = True
@@ -260,7 +320,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             "sizes": rates.sizes,
         },
         "steps": [
-            measure(size, args.repeats, threads, args.warmup, args.keep_freed_memory)
+            measure(
+                size,
+                args.repeats,
+                threads,
+                args.warmup,
+                args.keep_freed_memory,
+                args.rounds,
+            )
             for size in args.batch_sizes
         ],
     }
@@ -268,10 +335,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         precision = step["plan"]["precision"]
         best = record["matmul_gflop_per_s"]["bfloat16" if precision == "bfloat16" else "float32"]
         step["share_of_best_product_rate"] = step["step_gflop_per_s"] / best
+        low, high = step["step_over_floor_range"]
         print(
             f"batch {step['batch_size']} ({precision}, {step['plan']['convolution']} "
             f"convolution): step {1e3 * step['step_seconds']:.0f} ms, floor "
-            f"{1e3 * step['floor_seconds']:.0f} ms ({step['step_over_floor']:.2f}x), "
+            f"{1e3 * step['floor_seconds']:.0f} ms ({step['step_over_floor']:.2f}x, "
+            f"{low:.2f}-{high:.2f} over {len(step['rounds'])} rounds), "
             f"{step['step_gflop_per_s']:.0f} GFLOP/s = "
             f"{step['share_of_best_product_rate']:.0%} of the reference {precision} product rate"
         )

@@ -3,9 +3,10 @@ FLOPs by hand, and each replayed alone with the shapes and dtype it ran with."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
-from benchmarks.floor import Product, products_of, time_alone
+from benchmarks.floor import Product, products_of, summarize, time_alone
 
 
 def test_the_flops_of_each_kind_of_product_by_hand():
@@ -46,4 +47,36 @@ def test_a_step_s_products_are_found_counted_and_replayed():
     assert all(p.dtype == "float" for p in found)
     for product in found:
         seconds, layout = time_alone(product, threads=1)
-        assert seconds > 0 and layout == "contiguous"
+        assert seconds > 0 and layout in product.layouts()
+
+
+def test_a_matrix_product_is_replayed_with_either_factor_stored_column_major():
+    product = Product("aten::addmm", ((4,), (5, 8), (8, 4)), "float", ())
+    assert len(product.layouts()) == 4
+    _, scope = product.runner("second column-major")
+    bias, first, second = scope["args"]
+    assert first.is_contiguous() and second.mT.is_contiguous()
+    assert second.shape == (8, 4) and not second.is_contiguous()
+    _, scope = product.runner("both column-major")
+    assert all(t.mT.is_contiguous() for t in scope["args"][1:])
+    conv = Product("aten::mkldnn_convolution", ((1, 2, 5, 5), (3, 2, 3, 3)), "float", ())
+    assert conv.layouts() == ("contiguous", "channels_last")
+    _, scope = conv.runner("channels_last")
+    assert scope["args"][0].is_contiguous(memory_format=torch.channels_last)
+
+
+def test_the_ratio_is_taken_within_each_round_and_its_median_kept():
+    """A machine that slows between rounds moves the step and its floor together: the
+    rounds' ratios stay, where a ratio of medians taken across rounds would not."""
+    rounds = [
+        {"step_seconds": 1.3, "floor_seconds": 1.0},
+        {"step_seconds": 2.6, "floor_seconds": 2.0},  # everything twice as slow
+        {"step_seconds": 1.2, "floor_seconds": 1.0},
+    ]
+    summary = summarize(rounds)
+    assert summary["step_over_floor"] == pytest.approx(1.3)
+    assert summary["step_over_floor_range"] == pytest.approx([1.2, 1.3])
+    assert summary["step_seconds"] == 1.3 and summary["floor_seconds"] == 1.0
+    assert [one["step_over_floor"] for one in summary["rounds"]] == pytest.approx([1.3, 1.3, 1.2])
+    with pytest.raises(ValueError, match="at least one round"):
+        summarize([])
