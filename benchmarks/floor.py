@@ -3,29 +3,26 @@ timed alone. ``python -m benchmarks.floor --batch-sizes 64 128 --record NAME``
 
 A training step of the trainer's chosen plan (``plan_for`` on this CPU, timed on a real
 batch, as a run chooses) is recorded once with PyTorch's profiler, shapes and dtypes
-kept. Every product it ran — ``aten::mm``, ``bmm``, ``addmm``, ``baddbmm`` and the
-native convolutions forward and backward — is then timed alone, on fresh
-tensors of the same shapes and dtype, in each layout that could make it faster (4-D
-ones also channels-last; a matrix product's factors also column-major), the fastest
-kept, with ``torch.utils.benchmark`` at the same number of threads (the median of its
-measurements). Their sum is the step's floor: what the
-step would take if it did nothing but its products, each at the speed it has alone.
-Beside it: the step itself (the median of repeated steps after a warm-up; with
+kept. Every product it ran (``aten::mm``, ``bmm``, ``addmm``, ``baddbmm`` and the native
+convolutions forward and backward) is then timed alone on fresh tensors of the same
+shapes and dtype, with ``torch.utils.benchmark`` at the same number of threads. Each is
+timed in every layout that could make it faster (:meth:`Product.layouts`), and the
+layout fastest over all rounds counts. Their sum is the step's floor: what the step
+would take if it did nothing but its products, each at the speed it has alone. Where
+the step hands a product a slower layout, or copies to make one, that cost belongs to
+the step, not the floor.
+
+Beside the floor: the step itself (the median of repeated steps after a warm-up; with
 ``--no-keep-freed-memory`` as the step runs with glibc's own allocator settings:
-:func:`capsnotes.fast.memory.keep_freed_memory`), its arithmetic rate, and the
-CPU's best rate for a large square product in the step's precision
+:func:`capsnotes.fast.memory.keep_freed_memory`), its arithmetic rate, and a reference
+rate, a large square product's in the step's precision
 (:func:`capsnotes.fast.cpu.cpu_matmul_rates` at 2048 and 4096). The record goes to
 ``benchmarks/results/NAME-floor.json`` and names the CPU.
 
-Products are replayed on fresh tensors in their fastest layout: where the step hands
-one a slower view, or copies to make one, that cost belongs to the step, not the
-floor.
-
-The step and its floor are measured in rounds, back to back (the steps, then every
-product alone), and the record keeps each round: a 2-core cloud CPU's speed drifts by
-several percent within minutes, with the work of others on the same machine, and a
-ratio taken within one round does not carry that drift. The record's ratio is the
-median of the rounds' ratios (:func:`summarize`).
+The step and the products are timed in rounds, one after the other, and the record
+keeps every round. A 2-core cloud machine's speed moves from minute to minute, so the
+rounds' spread says how far one measurement of the step or its floor can be trusted
+(:func:`summarize`).
 """
 
 from __future__ import annotations
@@ -101,11 +98,11 @@ class Product:
         raise ValueError(f"no FLOP count for {self.name}")
 
     def layouts(self) -> tuple[str, ...]:
-        """The memory layouts this product is timed in: the profiler
-        records shapes, not strides, and a product can run faster on another layout
-        than the row-major one (oneDNN's convolutions on channels-last tensors; a
-        matrix product on an operand stored column-major, as the step hands the
-        convolution's weight over)."""
+        """The memory layouts this product is timed in. The profiler's events, as
+        :func:`products_of` reads them, carry shapes and not strides. A product can
+        also run faster on another layout than the row-major one: oneDNN's
+        convolutions on channels-last tensors, a matrix product on a factor stored
+        column-major (the step hands the primary convolution's weights over so)."""
         if any(len(shape) == 4 for shape in self.shapes):
             return ("contiguous", "channels_last")
         if self.name in MATRIX_OPERANDS:
@@ -181,43 +178,54 @@ def products_of(step: Any, batch: tuple[torch.Tensor, ...]) -> Counter:
     return found
 
 
-def time_alone(
-    product: Product, threads: int, layouts: Sequence[str] | None = None
-) -> tuple[float, str]:
-    """The median seconds of ``product`` run alone in the fastest of ``layouts`` (all
-    of :meth:`Product.layouts` if None), and that layout's name."""
+def time_layouts(product: Product, threads: int, min_run_time: float) -> dict[str, float]:
+    """The median seconds of ``product`` run alone in each of its
+    :meth:`~Product.layouts`, by layout."""
     timed = {}
-    for layout in product.layouts() if layouts is None else layouts:
+    for layout in product.layouts():
         statement, scope = product.runner(layout)
         timer = benchmark.Timer(statement, globals=scope, num_threads=threads)
-        timed[layout] = timer.blocked_autorange(min_run_time=0.5).median
-    best = min(timed, key=timed.get)
-    return timed[best], best
+        timed[layout] = timer.blocked_autorange(min_run_time=min_run_time).median
+    return timed
+
+
+def fastest_layout(timings: Sequence[dict[str, float]]) -> str:
+    """The layout whose median over the rounds' ``timings`` (each ``{layout: seconds}``)
+    is the lowest: chosen once from all rounds, not round by round, so that a round's
+    noise cannot pick its floor's layouts."""
+    return min(timings[0], key=lambda layout: statistics.median(t[layout] for t in timings))
 
 
 def summarize(rounds: Sequence[dict[str, float]]) -> dict[str, Any]:
     """The step against its floor over ``rounds`` (each ``{"step_seconds": ...,
-    "floor_seconds": ...}``, measured back to back): the medians of the steps, of the
-    floors and of the rounds' ratios, and the ratios' range. A CPU shared with other
-    work drifts between rounds; a ratio measured within a round does not carry that
-    drift."""
+    "floor_seconds": ...}``): the medians of the steps and of the floors, their ratio,
+    and each round's own ratio with their range."""
     if not rounds:
         raise ValueError("summarize() needs at least one round")
     ratios = [one["step_seconds"] / one["floor_seconds"] for one in rounds]
+    step = statistics.median(one["step_seconds"] for one in rounds)
+    floor = statistics.median(one["floor_seconds"] for one in rounds)
     return {
-        "step_seconds": statistics.median(one["step_seconds"] for one in rounds),
-        "floor_seconds": statistics.median(one["floor_seconds"] for one in rounds),
-        "step_over_floor": statistics.median(ratios),
+        "step_seconds": step,
+        "floor_seconds": floor,
+        "step_over_floor": step / floor,
         "step_over_floor_range": [min(ratios), max(ratios)],
         "rounds": [dict(one, step_over_floor=ratio) for one, ratio in zip(rounds, ratios)],
     }
 
 
 def measure(
-    batch_size: int, repeats: int, threads: int, warmup: int, keep: bool, rounds: int
+    batch_size: int,
+    repeats: int,
+    threads: int,
+    warmup: int,
+    keep: bool,
+    rounds: int,
+    min_run_time: float,
 ) -> dict[str, Any]:
-    """The floor and the step at ``batch_size`` (see the module), in ``rounds`` rounds:
-    each times ``repeats`` steps, then every product alone."""
+    """The floor and the step at ``batch_size`` (see the module): after ``warmup``
+    steps, ``rounds`` rounds, each ``repeats`` timed steps and then every product alone
+    in each of its layouts."""
     config = dataclasses.replace(training_profile("paper"), batch_size=batch_size)
     data = load_dataset("mnist", train=True).subset(batch_size * (warmup + repeats + 1), seed=0)
     batches = list(
@@ -239,23 +247,29 @@ def measure(
     for batch in batches[:warmup]:  # Adam makes its state, the allocator its heap
         run.step(batch)
     found = products_of(run.step, batches[-1])
-    measured, alone = [], {product: [] for product in found}
+    steps, timings = [], {product: [] for product in found}
     for _ in range(rounds):
         seconds = []
         for batch in batches[warmup : warmup + repeats]:
             started = time.perf_counter()
             run.step(batch)
             seconds.append(time.perf_counter() - started)
-        floor = 0.0
-        for product, count in found.items():
-            # every layout in the first round; its fastest in the others
-            kept = [alone[product][0][1]] if alone[product] else None
-            alone[product].append(time_alone(product, threads, kept))
-            floor += count * alone[product][-1][0]
-        measured.append({"step_seconds": statistics.median(seconds), "floor_seconds": floor})
+        steps.append(statistics.median(seconds))
+        for product in found:
+            timings[product].append(time_layouts(product, threads, min_run_time))
+    layouts = {product: fastest_layout(timings[product]) for product in found}
+    measured = [
+        {
+            "step_seconds": step,
+            "floor_seconds": sum(
+                count * timings[product][n][layouts[product]] for product, count in found.items()
+            ),
+        }
+        for n, step in enumerate(steps)
+    ]
     rows, flops = [], 0
     for product, count in found.most_common():
-        each = statistics.median(timed for timed, _ in alone[product])
+        each = statistics.median(t[layouts[product]] for t in timings[product])
         flops += count * product.flops()
         rows.append(
             {
@@ -264,7 +278,11 @@ def measure(
                 "dtype": product.dtype,
                 "count": count,
                 "seconds_each": each,
-                "layout": alone[product][0][1],
+                "layout": layouts[product],
+                "seconds_by_layout": {
+                    layout: statistics.median(t[layout] for t in timings[product])
+                    for layout in product.layouts()
+                },
                 "gflops_each": product.flops() / 1e9,
                 "gflop_per_s": product.flops() / each / 1e9,
             }
@@ -274,6 +292,8 @@ def measure(
     return {
         "batch_size": batch_size,
         "plan": plan.to_dict(),
+        "warmup_steps": warmup,
+        "steps_per_round": repeats,
         **summary,
         "product_gflop": flops / 1e9,
         "step_gflop_per_s": flops / summary["step_seconds"] / 1e9,
@@ -291,9 +311,12 @@ class Options:
     """the batch sizes whose steps are measured"""
     repeats: int = 9
     """timed steps per round (their median is the round's step)"""
-    rounds: int = 5
+    rounds: int = 8
     """rounds per batch size, each the steps then every product alone (the medians
     count)"""
+    min_run_time: float = 0.25
+    """seconds each product runs per layout and round (torch.utils.benchmark's
+    blocked_autorange; the median of its blocks counts)"""
     warmup: int = 5
     """untimed steps first (Adam's state, the allocator's heap)"""
     keep_freed_memory: bool = True
@@ -327,6 +350,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.warmup,
                 args.keep_freed_memory,
                 args.rounds,
+                args.min_run_time,
             )
             for size in args.batch_sizes
         ],

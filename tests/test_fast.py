@@ -208,6 +208,16 @@ def test_a_permuted_copy_is_the_permutation_bit_for_bit(dtype, last):
     assert torch.equal(permuted_copy(view, (0, 2, 1, 3)), view.permute(0, 2, 1, 3))
 
 
+def test_a_permuted_copy_refuses_what_it_cannot_do():
+    x = torch.randn(2, 3, 4)
+    with pytest.raises(ValueError, match="keeps the last last"):
+        permuted_copy(x, (0, 2, 1))
+    with pytest.raises(ValueError, match="permutation of 3 dimensions"):
+        permuted_copy(x, (0, 0, 2))
+    with pytest.raises(ValueError, match=r"shape \[3, 2, 4\]"):
+        permuted_copy(x, (1, 0, 2), out=torch.empty(2, 3, 4))
+
+
 def test_child_votes_gradcheck_float64():
     u = torch.randn(5, 3, 4, dtype=torch.float64, requires_grad=True)  # [I, B, in]
     weight = torch.randn(5, 6, 4, dtype=torch.float64, requires_grad=True)
