@@ -12,7 +12,8 @@ would take if it did nothing but its products, each at the speed it has alone. W
 the step hands a product a slower layout, or copies to make one, that cost belongs to
 the step, not the floor.
 
-Beside the floor: the step itself (the median of repeated steps after a warm-up; with
+Beside the floor: the step itself (over the rounds, the median of each round's median
+step, after warm-up steps once; with
 ``--no-keep-freed-memory`` as the step runs with glibc's own allocator settings:
 :func:`capsnotes.fast.memory.keep_freed_memory`), its arithmetic rate, and a reference
 rate, a large square product's in the step's precision
@@ -223,9 +224,9 @@ def measure(
     rounds: int,
     min_run_time: float,
 ) -> dict[str, Any]:
-    """The floor and the step at ``batch_size`` (see the module): after ``warmup``
-    steps, ``rounds`` rounds, each ``repeats`` timed steps and then every product alone
-    in each of its layouts."""
+    """The floor and the step at ``batch_size`` (see the module): ``warmup`` steps, one
+    step under the profiler to find the products, then ``rounds`` rounds, each
+    ``repeats`` timed steps and then every product alone in each of its layouts."""
     config = dataclasses.replace(training_profile("paper"), batch_size=batch_size)
     data = load_dataset("mnist", train=True).subset(batch_size * (warmup + repeats + 1), seed=0)
     batches = list(

@@ -216,6 +216,8 @@ def test_a_permuted_copy_refuses_what_it_cannot_do():
         permuted_copy(x, (0, 0, 2))
     with pytest.raises(ValueError, match=r"shape \[3, 2, 4\]"):
         permuted_copy(x, (1, 0, 2), out=torch.empty(2, 3, 4))
+    with pytest.raises(ValueError, match="dtype torch.bfloat16"):  # not reinterpreted
+        permuted_copy(x.bfloat16(), (1, 0, 2), out=torch.empty(3, 2, 4))
 
 
 def test_child_votes_gradcheck_float64():

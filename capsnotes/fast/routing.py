@@ -35,7 +35,8 @@ def permuted_copy(
     x: Tensor, dims: tuple[int, ...], out: Tensor | None = None
 ) -> Tensor:
     """``x.permute(dims)`` copied into a new contiguous tensor, or into ``out`` (of the
-    permuted shape), for a permutation that keeps the last dimension last.
+    permuted shape and ``x``'s dtype), for a permutation that keeps the last dimension
+    last.
 
     Where the last dimension's bytes allow, the copy moves 8-byte words: a bf16 vector
     of 16 values goes as 4 words instead of 16 values. The votes' copy into ``[B,
@@ -50,8 +51,11 @@ def permuted_copy(
             f"dims must be a permutation of {x.dim()} dimensions that keeps the last "
             f"last, got {tuple(dims)}"
         )
-    if out is not None and list(out.shape) != permuted:
-        raise ValueError(f"out must have the shape {permuted}, got {list(out.shape)}")
+    if out is not None and (list(out.shape) != permuted or out.dtype != x.dtype):
+        raise ValueError(
+            f"out must have the shape {permuted} and the dtype {x.dtype}, got "
+            f"{list(out.shape)} and {out.dtype}"
+        )
     if out is None:
         out = x.new_empty(permuted)
     if _as_words(x) is not None and _as_words(out) is not None:
