@@ -184,11 +184,9 @@ class ChildVotes(torch.autograd.Function):
     @staticmethod
     def forward(ctx, u: Tensor, weight: Tensor) -> Tensor:  # noqa: ANN001
         device = u.device.type
-        dtype = (
-            torch.get_autocast_dtype(device)
-            if torch.is_autocast_enabled(device)
-            else u.dtype
-        )
+        autocast = torch.amp.is_autocast_available(device)  # meta, for one, has none
+        autocast = autocast and torch.is_autocast_enabled(device)
+        dtype = torch.get_autocast_dtype(device) if autocast else u.dtype
         ctx.dtypes = (u.dtype, weight.dtype)
         u = u.to(dtype, memory_format=torch.contiguous_format).contiguous()
         weight = weight.to(dtype)
