@@ -194,30 +194,20 @@ def test_fused_digit_capsules_vote_as_the_paper_s_layer_does():
 )
 def test_a_permuted_copy_is_the_permutation_bit_for_bit(dtype, last):
     """As 8-byte words where the last dimension allows (16 bf16, 6 float32 values) and
-    value by value where it does not (3 bf16): the same bits, into a new tensor or
-    into a strided part of one."""
+    value by value where it does not (3 bf16): the same bits, contiguous."""
     x = torch.randn(3, 4, 5, last).to(dtype)
-    expected = x.permute(2, 0, 1, 3)
     copied = permuted_copy(x, (2, 0, 1, 3))
-    assert copied.is_contiguous() and torch.equal(copied, expected)
-    buffer = torch.zeros(5, 7, 4, last, dtype=dtype)
-    permuted_copy(x, (2, 0, 1, 3), out=buffer[:, 2:5])
-    assert torch.equal(buffer[:, 2:5], expected)
-    assert not buffer[:, :2].any() and not buffer[:, 5:].any()
+    assert copied.is_contiguous() and torch.equal(copied, x.permute(2, 0, 1, 3))
     view = torch.randn(4, 3, 5, last).to(dtype).transpose(0, 1)  # a strided input
     assert torch.equal(permuted_copy(view, (0, 2, 1, 3)), view.permute(0, 2, 1, 3))
 
 
-def test_a_permuted_copy_refuses_what_it_cannot_do():
+def test_a_permuted_copy_refuses_a_permutation_that_moves_the_last_dimension():
     x = torch.randn(2, 3, 4)
     with pytest.raises(ValueError, match="keeps the last last"):
         permuted_copy(x, (0, 2, 1))
     with pytest.raises(ValueError, match="permutation of 3 dimensions"):
         permuted_copy(x, (0, 0, 2))
-    with pytest.raises(ValueError, match=r"shape \[3, 2, 4\]"):
-        permuted_copy(x, (1, 0, 2), out=torch.empty(2, 3, 4))
-    with pytest.raises(ValueError, match="dtype torch.bfloat16"):  # not reinterpreted
-        permuted_copy(x.bfloat16(), (1, 0, 2), out=torch.empty(3, 2, 4))
 
 
 def test_child_votes_gradcheck_float64():
