@@ -52,6 +52,17 @@ def allocator_setting() -> str:
     return os.environ.get("GLIBC_TUNABLES") or "glibc defaults"
 
 
+def kernels() -> str:
+    """The CPU kernels this process was started with (``ATEN_CPU_CAPABILITY``,
+    ``ONEDNN_MAX_CPU_ISA``), as the records name them."""
+    settings = [
+        f"{name}={os.environ[name]}"
+        for name in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA")
+        if os.environ.get(name)
+    ]
+    return " ".join(settings) or "the machine's own"
+
+
 def command_line(module: str, argv: list[str] | None = None) -> str:
     """The command that made a record, as a shell would take it back:
     ``python -m MODULE ARGS`` (``argv`` defaults to this process's arguments)."""

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import statistics
 import sys
 import time
@@ -26,7 +25,7 @@ from typing import Annotated, Any
 import torch
 import tyro
 
-from benchmarks.record import RESULTS, command_line, header
+from benchmarks.record import RESULTS, command_line, header, kernels
 from capsnotes.data import load_dataset
 from capsnotes.data.files import write_json
 from capsnotes.fast.cpu import bf16_is_fast
@@ -34,16 +33,6 @@ from capsnotes.fast.scoring import ExactPredictions
 from capsnotes.training.evaluation import evaluate
 from capsnotes.training.options import DataRoot
 from capsnotes.training.pretrained import load_pretrained
-
-
-def kernels() -> str:
-    """The CPU kernels this process was started with, as the record names them."""
-    settings = [
-        f"{name}={os.environ[name]}"
-        for name in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA")
-        if os.environ.get(name)
-    ]
-    return " ".join(settings) or "the machine's own"
 
 
 @torch.no_grad()

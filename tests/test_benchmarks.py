@@ -281,3 +281,20 @@ def test_the_stages_that_train_the_paper_model_attach_its_runs_to_its_record(
     (attached,) = [i for i, call in enumerate(calls) if "benchmarks.runs --record t-paper" in call]
     assert len(trained) == seeds and trained[-1] < attached, calls
     assert (tmp_path / "out" / "t-paper.json").is_file()
+
+
+@pytest.mark.slow
+def test_choice_records_each_plans_fastest_candidate(mnist_root):
+    """benchmarks.choice keeps, per plan, what it picked and what it timed: the pick is
+    the fastest of the timed candidates, and every convolution was timed."""
+    from benchmarks.choice import timed_choices
+    from capsnotes.fast import CONVOLUTIONS
+
+    choices = timed_choices(4, 2, mnist_root, name="quick")
+    assert len(choices) == 2
+    for choice in choices:
+        seconds = choice["timings"]["step_seconds"]
+        assert f"{choice['convolution']}, {choice['precision']}" == min(seconds, key=seconds.get)
+        assert {key.split(", ")[0] for key in seconds} == set(CONVOLUTIONS)
+        assert {key.split(", ")[1] for key in seconds} <= {"float32", "bfloat16"}
+
