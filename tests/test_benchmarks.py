@@ -297,4 +297,3 @@ def test_choice_records_each_plans_fastest_candidate(mnist_root):
         assert f"{choice['convolution']}, {choice['precision']}" == min(seconds, key=seconds.get)
         assert {key.split(", ")[0] for key in seconds} == set(CONVOLUTIONS)
         assert {key.split(", ")[1] for key in seconds} <= {"float32", "bfloat16"}
-
