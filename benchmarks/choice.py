@@ -21,9 +21,8 @@ from typing import Annotated, Any
 import torch
 import tyro
 
-from benchmarks.record import RESULTS, command_line, header, kernels
+from benchmarks.record import RESULTS, add_kernels_entry, command_line, header, kernels
 from capsnotes.data import load_dataset
-from capsnotes.data.files import write_json
 from capsnotes.fast.plan import plan_for
 from capsnotes.training.config import build_model, profile
 from capsnotes.training.options import DataRoot
@@ -71,8 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(json.dumps({kernels(): entry}, indent=1))
     if args.record:
         path = RESULTS / f"{args.record}-choice.json"
-        record = json.loads(path.read_text()) if path.exists() else {}
-        write_json(path, record | {kernels(): entry})
+        add_kernels_entry(path, entry)
         print(f"wrote {path}")
     return 0
 

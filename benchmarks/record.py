@@ -7,6 +7,7 @@ record with :func:`capsnotes.data.files.write_json` (atomically: nothing half-wr
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import sys
@@ -16,6 +17,7 @@ from typing import Any
 
 import torch
 
+from capsnotes.data.files import write_json
 from capsnotes.fast.precision import device_name
 
 #: The committed records (benchmarks/results/NAME.json).
@@ -61,6 +63,13 @@ def kernels() -> str:
         if os.environ.get(name)
     ]
     return " ".join(settings) or "the machine's own"
+
+
+def add_kernels_entry(path: Path, entry: dict[str, Any]) -> None:
+    """Add ``entry`` to the record at ``path`` under this process's kernel setting
+    (:func:`kernels`), keeping the other settings' entries; written whole."""
+    record = json.loads(path.read_text()) if path.exists() else {}
+    write_json(path, record | {kernels(): entry})
 
 
 def command_line(module: str, argv: list[str] | None = None) -> str:

@@ -25,9 +25,8 @@ from typing import Annotated, Any
 import torch
 import tyro
 
-from benchmarks.record import RESULTS, command_line, header, kernels
+from benchmarks.record import RESULTS, add_kernels_entry, command_line, header, kernels
 from capsnotes.data import load_dataset
-from capsnotes.data.files import write_json
 from capsnotes.fast.cpu import bf16_is_fast
 from capsnotes.fast.scoring import ExactPredictions
 from capsnotes.training.evaluation import evaluate
@@ -90,8 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     if args.record:
         path = RESULTS / f"{args.record}-scoring.json"
-        record = json.loads(path.read_text()) if path.exists() else {}
-        write_json(path, record | {kernels(): entry})
+        add_kernels_entry(path, entry)
         print(f"wrote {path}")
     return 0
 

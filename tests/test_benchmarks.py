@@ -297,3 +297,22 @@ def test_choice_records_each_plans_fastest_candidate(mnist_root):
         assert f"{choice['convolution']}, {choice['precision']}" == min(seconds, key=seconds.get)
         assert {key.split(", ")[0] for key in seconds} == set(CONVOLUTIONS)
         assert {key.split(", ")[1] for key in seconds} <= {"float32", "bfloat16"}
+
+
+def test_each_kernel_setting_adds_its_own_entry_to_a_record(tmp_path, monkeypatch):
+    """A record made under several kernel settings keeps one entry per setting, named
+    by the environment that chose the kernels; a setting run again replaces its own."""
+    from benchmarks.record import add_kernels_entry
+
+    path = tmp_path / "x-choice.json"
+    for name in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA"):
+        monkeypatch.delenv(name, raising=False)
+    add_kernels_entry(path, {"n": 1})
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    add_kernels_entry(path, {"n": 2})
+    add_kernels_entry(path, {"n": 3})
+    assert json.loads(path.read_text()) == {
+        "the machine's own": {"n": 1},
+        "ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2": {"n": 3},
+    }
