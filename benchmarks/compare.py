@@ -19,7 +19,8 @@ Further rows (skip them with --no-ablation) are the plain reference model and th
 paths one at a time: on a CPU added one after another, on a GPU each left out of the
 trainer's path in turn (and two techniques it does not use, channels-last memory and
 cuDNN autotuning, added to it), then larger batches (--larger-batches). --compile adds
-torch.compile'd rows, without and with the CUDA graph, and records the compilation time.
+torch.compile'd rows (on a GPU without and with the CUDA graph, on a CPU with either
+routing) and records the compilation time.
 Every row is the trainer's plan (capsnotes.fast.plan) with named choices replaced; a row
 whose plan cannot run (a CUDA graph of a float16 step, for one) is refused with the
 reason, and a row that fails is left out with its error, while the others are timed.
@@ -236,7 +237,7 @@ class Options:
     larger_batches: tuple[int, ...] = (256, 512)
     """on a GPU, also time the trainer's path at these batch sizes"""
     compile: bool = False
-    """on a GPU, also time a torch.compile'd model (and report its compilation time)"""
+    """also time torch.compile'd models (and report their compilation time)"""
     train: Literal[tuple(PROFILES)] | None = None  # type: ignore[valid-type]
     """also run capsnotes.training.train with this profile, in the same process"""
     record: str | None = None
@@ -246,7 +247,7 @@ class Options:
 @dataclass(frozen=True)
 class Settings:
     """What the command line asks for, with the device's defaults filled in: the batch size,
-    steps and warm-up by device, and the larger batches and compilation on a GPU only."""
+    steps and warm-up by device, and the larger batches on a GPU only."""
 
     device: torch.device
     batch_size: int
@@ -274,7 +275,7 @@ class Settings:
             root=data_root(o.data_root),
             ablation=o.ablation,
             larger_batches=o.larger_batches if on_gpu else (),
-            compiled=o.compile and on_gpu,
+            compiled=o.compile,
             train=o.train,
             record=o.record,
             command=command,

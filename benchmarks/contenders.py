@@ -103,16 +103,17 @@ def ablation_rows(
     trainer: Plan, batch_size: int, larger_batches: Iterable[int] = (), compiled: bool = False
 ) -> dict[str, Row]:
     """The rows beside the trainer's own for a device whose trainer runs ``trainer``: on a
-    CPU the techniques added one after another; on a GPU each technique the trainer uses
-    left out in turn, two it does not use added, larger batches, and with ``compiled``
-    ``torch.compile`` without and with the graph. A row whose plan cannot run is refused
-    when it is built (:meth:`capsnotes.fast.plan.Plan.check`)."""
+    CPU the techniques added one after another, and with ``compiled`` the trainer's
+    choices under ``torch.compile`` with either routing; on a GPU each technique the
+    trainer uses left out in turn, two it does not use added, larger batches, and with
+    ``compiled`` ``torch.compile`` without and with the graph. A row whose plan cannot
+    run is refused when it is built (:meth:`capsnotes.fast.plan.Plan.check`)."""
     size = batch_size
     if trainer.device_type != "cuda":
         native, matmul = {"convolution": "native"}, {"convolution": "matmul"}
         native_input = {"convolution": "matmul-native-input"}
         float32, bf16 = {"precision": "float32"}, {"precision": "bfloat16"}
-        return {
+        rows = {
             "capsnotes, reference code only": Row(size, reference=True),
             "  + fused routing backward": Row(size, native | float32 | {"fused_adam": False}),
             "  + fused Adam": Row(size, native | float32),
@@ -125,6 +126,12 @@ def ablation_rows(
             ),
             "capsnotes, float32 only": Row(size, float32),
         }
+        if compiled:  # the trainer's choices compiled, with either routing
+            rows["capsnotes, torch.compile"] = Row(size, {"compile": True})
+            rows["capsnotes, torch.compile, reference routing"] = Row(
+                size, {"compile": True, "routing": "reference"}
+            )
+        return rows
     rows = {"capsnotes, reference code only": Row(size, reference=True)}
     if trainer.precision != "float32":
         rows[f"  without {FORMATS[trainer.precision]}"] = Row(size, {"precision": "float32"})

@@ -196,14 +196,15 @@ def test_a_row_that_fails_to_build_is_left_out_and_the_rest_are_timed(monkeypatc
 
 
 def test_the_comparison_s_command_line_fills_in_a_cpu_s_defaults(monkeypatch, capsys, tmp_path):
-    """On a CPU: batch 64, 5 steps, 2 warm-up steps, and no larger batches or compilation
-    (a GPU's rows) whatever is asked; --help measures nothing; no step is no round."""
+    """On a CPU: batch 64, 5 steps, 2 warm-up steps, and no larger batches (a GPU's rows)
+    whatever is asked, compilation where asked; --help measures nothing; no step is no
+    round."""
     import tyro
 
     asked = ["--device", "cpu", "--larger-batches", "1024", "--compile", "--no-ablation"]
     settings = Settings.of(tyro.cli(Options, args=asked), "python -m benchmarks.compare")
     assert (settings.batch_size, settings.steps, settings.warmup, settings.rounds) == (64, 5, 2, 3)
-    assert settings.larger_batches == () and not settings.compiled and not settings.ablation
+    assert settings.larger_batches == () and settings.compiled and not settings.ablation
     monkeypatch.setattr(benchmarks.compare, "run", lambda settings: pytest.fail("it measured"))
     with pytest.raises(SystemExit) as done:
         benchmarks.compare.main(["--help"])
