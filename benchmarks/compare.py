@@ -120,9 +120,10 @@ def compare(
     rows_to_run = {"capsnotes": Row(batch_size)}
     if ablation:
         rows_to_run |= ablation_rows(trainer, batch_size, larger_batches, compiled)
-    elif compiled:
+    elif compiled:  # the rows compilation adds, alone
         compile_rows = ablation_rows(trainer, batch_size, (), compiled=True)
-        rows_to_run |= {k: v for k, v in compile_rows.items() if "torch.compile" in k}
+        plain_rows = ablation_rows(trainer, batch_size, (), compiled=False)
+        rows_to_run |= {k: v for k, v in compile_rows.items() if k not in plain_rows}
     notes: dict[str, dict] = {name: {} for name in rows_to_run}
     builders: dict[str, tuple[int, Callable[[], Callable[[int], None]]]] = {
         "baseline": (batch_size, lambda: baseline_stepper(device, batch_size, root)),

@@ -104,7 +104,8 @@ def ablation_rows(
 ) -> dict[str, Row]:
     """The rows beside the trainer's own for a device whose trainer runs ``trainer``: on a
     CPU the techniques added one after another, and with ``compiled`` the trainer's
-    choices under ``torch.compile`` with either routing; on a GPU each technique the
+    choices under ``torch.compile`` with either routing (and the reference routing
+    uncompiled, its control); on a GPU each technique the
     trainer uses left out in turn, two it does not use added, larger batches, and with
     ``compiled`` ``torch.compile`` without and with the graph. A row whose plan cannot
     run is refused when it is built (:meth:`capsnotes.fast.plan.Plan.check`)."""
@@ -128,6 +129,7 @@ def ablation_rows(
         }
         if compiled:  # the trainer's choices compiled, with either routing
             rows["capsnotes, torch.compile"] = Row(size, {"compile": True})
+            rows["capsnotes, reference routing"] = Row(size, {"routing": "reference"})
             rows["capsnotes, torch.compile, reference routing"] = Row(
                 size, {"compile": True, "routing": "reference"}
             )
