@@ -102,13 +102,14 @@ FORMATS = {"bfloat16": "bf16 autocast", "float16": "float16 autocast"}
 def ablation_rows(
     trainer: Plan, batch_size: int, larger_batches: Iterable[int] = (), compiled: bool = False
 ) -> dict[str, Row]:
-    """The rows beside the trainer's own for a device whose trainer runs ``trainer``: on a
-    CPU the techniques added one after another, and with ``compiled`` the trainer's
-    choices under ``torch.compile`` with either routing (and the reference routing
-    uncompiled, its control); on a GPU each technique the
-    trainer uses left out in turn, two it does not use added, larger batches, and with
-    ``compiled`` ``torch.compile`` without and with the graph. A row whose plan cannot
-    run is refused when it is built (:meth:`capsnotes.fast.plan.Plan.check`)."""
+    """The rows beside the trainer's own for a device whose trainer runs ``trainer``.
+
+    On a CPU: the techniques added one after another; with ``compiled``, the trainer's
+    choices under ``torch.compile`` with either routing, and the reference routing
+    uncompiled as the control. On a GPU: each technique the trainer uses left out in
+    turn, two it does not use added, larger batches; with ``compiled``,
+    ``torch.compile`` without and with the graph. A row whose plan cannot run is
+    refused when it is built (:meth:`capsnotes.fast.plan.Plan.check`)."""
     size = batch_size
     if trainer.device_type != "cuda":
         native, matmul = {"convolution": "native"}, {"convolution": "matmul"}
