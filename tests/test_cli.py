@@ -258,7 +258,10 @@ def test_bad_values_get_the_configuration_s_errors(tmp_path, capsys):
         (["train", "paper", "--architecture", "cnn"], "Expected one of ('capsnet', "),
         (["train", "cnn", "--architecture", "capsnet"], "Expected one of ('cnn', 'cnn-pairs')"),
         (["affine", "--cnn", "mnist"], "Expected one of ('cnn-mnist',)"),
-        (["affine", "--capsnet", "cnn-mnist"], "Expected one of ('mnist', 'fashion-mnist')"),
+        (
+            ["affine", "--capsnet", "cnn-mnist"],
+            "Expected one of ('mnist', 'mnist-long', 'fashion-mnist')",
+        ),
     ):
         assert exit_code([*argv, "--out", str(out)]) == 2
         assert message in unboxed(capsys.readouterr().err), argv

@@ -62,7 +62,7 @@ field (train NAME --help lists them; python -m capsnotes profiles prints them al
 """
 
 #: ``affine``'s choices: the shipped models of each kind (checked by tests/test_cli.py).
-ShippedCapsNet = Literal["mnist", "fashion-mnist"]
+ShippedCapsNet = Literal["mnist", "mnist-long", "fashion-mnist"]
 ShippedCNN = Literal["cnn-mnist"]
 
 

@@ -28,6 +28,7 @@ WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 #: The shipped models: name → what it is.
 PRETRAINED: dict[str, str] = {
     "mnist": "the paper's MNIST CapsNet (3 routing iterations, with the decoder)",
+    "mnist-long": "the paper's MNIST CapsNet trained 50 epochs on the paper's schedule",
     "fashion-mnist": "the paper's CapsNet trained on Fashion-MNIST",
     "cnn-mnist": "the baseline CNN (the `cnn` profile) trained on MNIST",
     "multimnist": "a CapsNet reading two overlapping digits (MultiMNIST, the "
