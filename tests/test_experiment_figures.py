@@ -11,7 +11,12 @@ import pytest
 from matplotlib.colors import to_hex
 
 from capsbook.plots import COLORS
-from capsbook.training_plots import SEED_STYLES, curves_by_model, variants_by_seed
+from capsbook.training_plots import (
+    SEED_STYLES,
+    accuracy_by_epoch,
+    curves_by_model,
+    variants_by_seed,
+)
 
 ERRORS = {
     "r=1, none": [0.69, 0.61, 0.61],
@@ -124,3 +129,29 @@ def test_the_last_panel_joins_only_the_paired_models_by_seed():
     assert sorted(tuple(x) for x in spans) == [(0, 1, 2), (0, 1, 2)]
     with pytest.raises(ValueError, match="joined must name"):
         curves_by_model(CURVES, COLOURS, joined=["r = 2"])
+
+
+def test_each_run_s_accuracy_is_drawn_epoch_by_epoch_beside_the_target():
+    runs = {"short": [0.9897, 0.9912, 0.9952], "long": [0.9894, 0.9911, 0.9923, 0.9964]}
+    fig = accuracy_by_epoch(runs, 0.9975, "the paper")
+    (ax,) = fig.axes
+    lines = [line for line in ax.get_lines() if line.get_label() in runs]
+    for index, (line, (label, curve)) in enumerate(zip(lines, runs.items(), strict=True)):
+        assert line.get_label() == label
+        assert list(line.get_xdata()) == list(range(1, len(curve) + 1))
+        assert line.get_ydata() == pytest.approx([100 * a for a in curve])
+        assert to_hex(line.get_color()) == COLORS[index].lower()
+    (target,) = [line for line in ax.get_lines() if line.get_linestyle() == "--"]
+    assert target.get_ydata() == pytest.approx([99.75, 99.75])
+    assert [t.get_text() for t in ax.texts] == [" the paper"]
+    # the values (98.94 to 99.75, rounded out to 98.9 and 99.8) and a tenth on each side
+    assert ax.get_ylim() == pytest.approx((98.8, 99.9))
+
+
+def test_the_accuracy_figure_refuses_no_runs_an_empty_run_and_percentages():
+    with pytest.raises(ValueError, match="at least one run"):
+        accuracy_by_epoch({}, 0.9975, "the paper")
+    with pytest.raises(ValueError, match="one accuracy per epoch"):
+        accuracy_by_epoch({"a": []}, 0.9975, "the paper")
+    with pytest.raises(ValueError, match=r"fractions in \[0, 1\]"):
+        accuracy_by_epoch({"a": [99.1, 99.5]}, 0.9975, "the paper")

@@ -1,6 +1,7 @@
 """The figures of training runs and of the experiments that repeat them over seeds: a
-run's losses step by step (chapter 8), a designed experiment's errors seed by seed
-beside the paper's (chapter 10), and several models' curves over seeds (chapter 11).
+run's losses step by step and runs' test accuracy epoch by epoch (chapter 8), a
+designed experiment's errors seed by seed beside the paper's (chapter 10), and several
+models' curves over seeds (chapter 11).
 
 They draw with :mod:`capsbook.plots`' style and colours, on a white figure, and return
 the ``matplotlib`` Figure.
@@ -84,6 +85,50 @@ def loss_curves(runs: Mapping[str, dict[str, Any]]) -> Figure:
             ax.tick_params(labelsize=9)
             ax.set_title(label, fontsize=9)
             ax.legend(frameon=False, fontsize=8, loc="upper right")
+    return fig
+
+
+def accuracy_by_epoch(
+    runs: Mapping[str, Sequence[float]], target: float, target_label: str
+) -> Figure:
+    """Test accuracy after each epoch of each run in ``runs`` (label -> one fraction per
+    epoch, from epoch 1), a line with a dot per epoch in the run's colour of
+    :data:`~capsbook.plots.COLORS`, and ``target`` (a fraction) as a dashed grey line
+    named ``target_label``; in percent, the y-axis a tenth of a point wider on each side
+    than the values and ``target``, rounded out to tenths."""
+    if not runs:
+        raise ValueError("runs must name at least one run")
+    values = [float(a) for curve in runs.values() for a in curve]
+    if any(len(curve) == 0 for curve in runs.values()) or not all(
+        0 <= a <= 1 for a in [*values, target]
+    ):
+        raise ValueError(
+            "each run needs one accuracy per epoch and the target one, fractions in "
+            f"[0, 1]; got {[len(c) for c in runs.values()]} epochs and target {target}"
+        )
+    fig, ax = new_figure(width=6.5, height=3.2)
+    for index, (label, curve) in enumerate(runs.items()):
+        epochs = np.arange(1, len(curve) + 1)
+        ax.plot(
+            epochs,
+            100 * np.asarray(curve, dtype=float),
+            "-o",
+            color=COLORS[index % len(COLORS)],
+            markersize=2.5,
+            linewidth=1.1,
+            label=label,
+        )
+    ax.axhline(100 * target, color="#555555", linestyle="--", linewidth=1.1)
+    ax.text(1, 100 * target, f" {target_label}", va="bottom", ha="left", fontsize=8.5)
+    low = np.floor(1000 * min(values)) / 10
+    high = np.ceil(1000 * max(*values, target)) / 10
+    ax.set_ylim(low - 0.1, high + 0.1)
+    ax.set_xlim(0, max(len(c) for c in runs.values()) + 1)
+    ax.set_xlabel("epoch", fontsize=9)
+    ax.set_ylabel("test accuracy (%)", fontsize=9)
+    ax.yaxis.set_major_locator(MultipleLocator(0.1 if high - low <= 1.2 else 0.5))
+    ax.tick_params(labelsize=9)
+    ax.legend(frameon=False, fontsize=8.5, loc="lower right")
     return fig
 
 
