@@ -12,6 +12,7 @@ from matplotlib.colors import to_hex
 
 from capsbook.plots import COLORS
 from capsbook.training_plots import (
+    RUN_MARKERS,
     SEED_STYLES,
     accuracy_by_epoch,
     curves_by_model,
@@ -141,6 +142,7 @@ def test_each_run_s_accuracy_is_drawn_epoch_by_epoch_beside_the_target():
         assert list(line.get_xdata()) == list(range(1, len(curve) + 1))
         assert line.get_ydata() == pytest.approx([100 * a for a in curve])
         assert to_hex(line.get_color()) == COLORS[index].lower()
+        assert line.get_marker() == RUN_MARKERS[index]
     (target,) = [line for line in ax.get_lines() if line.get_linestyle() == "--"]
     assert target.get_ydata() == pytest.approx([99.75, 99.75])
     assert [t.get_text() for t in ax.texts] == [" the paper"]

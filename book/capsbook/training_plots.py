@@ -88,14 +88,19 @@ def loss_curves(runs: Mapping[str, dict[str, Any]]) -> Figure:
     return fig
 
 
+#: Each run's marker in :func:`accuracy_by_epoch`, so that runs that cross stay apart.
+RUN_MARKERS = ("o", "s", "^", "D")
+
+
 def accuracy_by_epoch(
     runs: Mapping[str, Sequence[float]], target: float, target_label: str
 ) -> Figure:
     """Test accuracy after each epoch of each run in ``runs`` (label -> one fraction per
-    epoch, from epoch 1), a line with a dot per epoch in the run's colour of
-    :data:`~capsbook.plots.COLORS`, and ``target`` (a fraction) as a dashed grey line
-    named ``target_label``; in percent, the y-axis a tenth of a point wider on each side
-    than the values and ``target``, rounded out to tenths."""
+    epoch, from epoch 1), a line with a marker per epoch in the run's colour of
+    :data:`~capsbook.plots.COLORS` and its marker of :data:`RUN_MARKERS`, and ``target``
+    (a fraction) as a dashed grey line named ``target_label``; in percent, the y-axis a
+    tenth of a point wider on each side than the values and ``target``, rounded out to
+    tenths."""
     if not runs:
         raise ValueError("runs must name at least one run")
     values = [float(a) for curve in runs.values() for a in curve]
@@ -112,9 +117,10 @@ def accuracy_by_epoch(
         ax.plot(
             epochs,
             100 * np.asarray(curve, dtype=float),
-            "-o",
+            "-",
+            marker=RUN_MARKERS[index % len(RUN_MARKERS)],
             color=COLORS[index % len(COLORS)],
-            markersize=2.5,
+            markersize=3,
             linewidth=1.1,
             label=label,
         )
